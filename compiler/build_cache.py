@@ -1,0 +1,60 @@
+"""`quantlay.build`: compile a kernel variant at run time into a content-addressed cache.
+
+The cache key is the sha256 of the rendered source plus the quantlay and Triton versions, never a
+timestamp, so an edited spec or template can never be served a stale kernel. The module is written to
+`$QUANTLAY_CACHE` (default ~/.cache/quantlay) because Triton needs real source files.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+from quantlay.errors import SpecError, did_you_mean
+
+from . import __version__
+from . import spec as specmod
+from .generate import compile_kernel
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("QUANTLAY_CACHE", Path.home() / ".cache" / "quantlay"))
+
+
+def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]] = None):
+    """Compile `kernel` (default: the spec's only kernel) with `options`; return its module."""
+    kernels = specmod.load(spec)
+    if not kernels:
+        raise SpecError("the spec declares no kernel", hint="add 'kernel NAME(x: bf16[M, N]) { ... }'")
+    names = [k.name for k in kernels]
+    if kernel is None:
+        if len(kernels) > 1:
+            raise SpecError(f"the spec declares {len(kernels)} kernels ({', '.join(names)}); "
+                            f"pick one with kernel=...")
+        k = kernels[0]
+    else:
+        if kernel not in names:
+            raise SpecError(f"the spec has no kernel '{kernel}'",
+                            hint=did_you_mean(kernel, names) or f"kernels: {', '.join(names)}")
+        k = kernels[names.index(kernel)]
+    variant = k.variant(**(options or {}))
+    src = dict((v.options, s) for v, s in compile_kernel(k))[variant.options]
+    import triton
+    key = hashlib.sha256(f"{__version__}\0{triton.__version__}\0{src}".encode()).hexdigest()[:32]
+    mod_name = f"quantlay_cache_{variant.name}_{key[:12]}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    path = cache_dir() / key / f"{variant.name}.py"
+    if not path.exists() or path.read_text() != src:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(src)
+        os.replace(tmp, path)
+    spec_ = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules[mod_name] = module
+    spec_.loader.exec_module(module)
+    return module

@@ -1,0 +1,136 @@
+"""The `quantlay` command: generate, show, verify, demo.
+
+    quantlay generate [--check]     render dsl/specs/*.ql into generated/ (or check it is fresh)
+    quantlay show SPEC              print the IR: formats, blocks, layouts with shape formulas
+    quantlay verify SPEC            prove bit-exactness and that every option changes the output
+    quantlay demo                   the 60-second tour: generate, run, check against the reference
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from .errors import QuantlayError
+
+GENERATED_DIR = Path(__file__).resolve().parent.parent / "generated"
+
+
+def _cmd_generate(args) -> int:
+    from . import generate
+    out = Path(args.out)
+    files = generate.render_all([Path(p) for p in args.specs] if args.specs else None)
+    if args.check:
+        problems = generate.check(out, files)
+        if problems:
+            print(f"generated/ is stale ({len(problems)} problem{'s' * (len(problems) > 1)}):", file=sys.stderr)
+            for p in problems:
+                print(f"  {p}", file=sys.stderr)
+            print("fix: run `quantlay generate` and commit generated/ (if it still fails, a spec or "
+                  "template changed without regenerating, or a file was edited by hand)", file=sys.stderr)
+            return 1
+        print(f"generated/ is fresh: {len(files)} files match the specs")
+        return 0
+    changed = generate.write(out, files)
+    print(f"wrote {len(changed)} of {len(files)} files into {out}" +
+          ("".join(f"\n  {c}" for c in changed) if changed else " (all up to date)"))
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from .show import show
+    print(show(args.spec))
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    from .verify import verify
+    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
+    rep = verify(args.spec, shapes=shapes, seed=args.seed)
+    print("\n".join(rep.lines))
+    if rep.failures:
+        print(f"FAILED: {len(rep.failures)} problem(s)")
+        for f in rep.failures[:50]:
+            print(f"  {f}")
+        return 1
+    print("verify passed: every variant is bit-exact and every option changes the output")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    import time
+    import torch
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from . import generate, inputs, reference
+    from . import spec as specmod
+    from .generated_index import find
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    files = generate.render_all()
+    problems = generate.check(GENERATED_DIR, files)
+    print(f"1. generate: {len(files)} files from {len(specmod.shipped_specs())} spec(s); "
+          f"generated/ is {'fresh' if not problems else 'STALE: ' + problems[0]}")
+    kernel = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")[0]
+    opts = {o: True for o in kernel.options}
+    variant = kernel.variant(**opts)
+    mod = find(kernel.name, **opts)
+    M, N = (args.m, args.n)
+    print(f"2. kernel: {mod.NAME}\n   options: {mod.OPTIONS}\n   device: {device}"
+          f"{' (Triton interpreter)' if device == 'cpu' else ''}")
+    ok = True
+    for cname, make in inputs.CLASSES.items():
+        x = make(M, N, seed=1)
+        t0 = time.perf_counter()
+        res = mod.quantize(x.to(device))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        ref = reference.quantize(variant, x)
+        exact = {k: torch.equal(res[k].tensor.cpu(), ref[k]) for k in ref}
+        ok &= all(exact.values())
+        print(f"3. {cname:8s} x[{M}, {N}] -> " + ", ".join(
+            f"{k} {tuple(res[k].tensor.shape)} {'bit-exact' if e else 'MISMATCH'}" for k, e in exact.items())
+            + f"  ({dt * 1e3:.0f} ms)")
+    y = mod.dequantize(res, "rowwise")
+    yr = reference.dequantize(variant, "rowwise", ref, M, N)
+    same = reference.same_values(y, yr)
+    ok &= same
+    print(f"4. dequantize(rowwise) through the layout descriptors: {'bit-exact' if same else 'MISMATCH'}")
+    print(f"   layout of rowwise_data: {res['rowwise_data'].layout.describe()}")
+    print("summary: " + ("all outputs equal the reference bit for bit" if ok else "MISMATCHES FOUND"))
+    return 0 if ok else 1
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="quantlay", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="render the specs into generated/")
+    g.add_argument("--check", action="store_true", help="fail if generated/ is stale, missing or extra")
+    g.add_argument("--out", default=str(GENERATED_DIR), help="output folder (default: generated/)")
+    g.add_argument("specs", nargs="*", help="spec files (default: dsl/specs/*.ql)")
+    g.set_defaults(fn=_cmd_generate)
+    s = sub.add_parser("show", help="print a spec's IR and layouts")
+    s.add_argument("spec")
+    s.set_defaults(fn=_cmd_show)
+    v = sub.add_parser("verify", help="bit-exact check of every variant and option")
+    v.add_argument("spec")
+    v.add_argument("--shapes", default="128x192,96x256", help="comma-separated MxN shapes")
+    v.add_argument("--seed", type=int, default=0)
+    v.set_defaults(fn=_cmd_verify)
+    d = sub.add_parser("demo", help="generate, run a shipped kernel, check it against the reference")
+    d.add_argument("--m", type=int, default=256)
+    d.add_argument("--n", type=int, default=512)
+    d.set_defaults(fn=_cmd_demo)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except QuantlayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Element and scale formats: each format's values, rounding and special cases, defined once.
+
+Two consumers read these definitions: the lowering (which turns them into the constants and rules the
+templates emit: tie thresholds, exponent-bit constants) and the PyTorch reference, which implements
+the same *meaning* by a different method (nearest grid value, log2 via frexp) so that a slip in either
+one shows up as a mismatch instead of being copied into both. LAYOUTS.md sections 1 and 2 are the
+ground truth for every rule here.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import torch
+
+TIE_RULES = ("even", "away", "zero")
+ZERO_SIGN_RULES = ("sign_bit", "negative_only", "positive")
+E8M0_MODES = ("floor", "ceil", "even", "rceil")
+
+
+def f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def f32(x: float) -> float:
+    """Round a Python float to the nearest fp32 value."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@dataclass(frozen=True)
+class E2M1:
+    """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (LAYOUTS.md 1)."""
+    ties: str = "even"          # rounding at exact midpoints: even | away (from zero) | zero (toward)
+    zero_sign: str = "sign_bit"  # sign of a result of magnitude 0: sign_bit | negative_only | positive
+    nan: int = 0x7               # the 4-bit code written for a NaN input
+
+    name = "e2m1"
+    GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude of codes 0..7
+    max_value = 6.0
+    max_pow2 = 2      # P: largest power of two <= max is 2^2
+    mbits = 1
+    bits = 4
+
+    def thresholds(self) -> List[Tuple[float, bool]]:
+        """(midpoint, tie_goes_up) per neighbouring pair: magnitude code = #thresholds passed."""
+        out = []
+        for lo in range(len(self.GRID) - 1):
+            mid = (self.GRID[lo] + self.GRID[lo + 1]) / 2
+            up = {"even": (lo + 1) % 2 == 0, "away": True, "zero": False}[self.ties]
+            out.append((mid, up))
+        return out
+
+    # ---- reference (independent method: nearest grid value) --------------------------------------
+    def encode_reference(self, q: torch.Tensor) -> torch.Tensor:
+        """fp32 scaled values -> 4-bit codes (uint8), by nearest grid value and the tie rule."""
+        a = q.double().abs()
+        grid = torch.tensor(self.GRID, dtype=torch.float64)
+        lo = (torch.searchsorted(grid, a.clamp(max=6.0).nan_to_num(0.0), right=True) - 1).clamp(0, 7)
+        hi = (lo + 1).clamp(max=7)
+        d_lo = a - grid[lo]
+        d_hi = grid[hi] - a
+        if self.ties == "even":
+            tie_up = (hi % 2 == 0)
+        else:
+            tie_up = torch.full_like(lo, self.ties == "away", dtype=torch.bool)
+        pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & tie_up)
+        mag = torch.where(pick_hi, hi, lo)
+        mag = torch.where(a >= 6.0, torch.full_like(mag, 7), mag)  # saturate finite overflow and Inf
+        neg = torch.signbit(q) if self.zero_sign == "sign_bit" else (q < 0)
+        if self.zero_sign == "positive":
+            neg = neg & (mag != 0)
+        code = mag | (neg.to(mag.dtype) << 3)
+        code = torch.where(torch.isnan(q), torch.full_like(code, self.nan), code)
+        return code.to(torch.uint8)
+
+    @classmethod
+    def decode(cls, codes: torch.Tensor) -> torch.Tensor:
+        table = torch.tensor(cls.GRID + tuple(-v for v in cls.GRID), dtype=torch.float32)
+        return table[codes.long()]
+
+
+@dataclass(frozen=True)
+class E8M0:
+    """Power-of-two block scale: stored byte e means 2^(e-127); 255 is NaN (LAYOUTS.md 2)."""
+    mode: str = "floor"          # floor | ceil | even | rceil (LAYOUTS.md 2.3)
+    clamp: Tuple[int, int] = (0, 254)
+    zero_amax: int = 0           # e written when the block's amax is 0
+    inf_amax: int = 255          # e written when the block's amax is +Inf
+    nan_amax: int = 255          # e written when the block holds a NaN (propagated into amax)
+    nan_in_amax: str = "propagate"  # propagate | ignore: whether NaN elements count toward amax
+    e0_multiplier: str = "exact"  # quantize multiplier at e == 0: exact (2^127) | one (1.0)
+
+    name = "e8m0"
+
+    def even_add(self, element) -> int:
+        """The constant added to amax's bits in EVEN mode: 2^(22 - mbits)."""
+        return 1 << (22 - element.mbits)
+
+    def rceil_reciprocal(self, element) -> float:
+        """fp32 1/maxpos: RCEIL multiplies by it (LAYOUTS.md 2.3), so its rounding is part of the rule."""
+        return f32(1.0 / element.max_value)
+
+    # ---- reference (independent method: exact log2 through frexp) --------------------------------
+    def select_reference(self, amax: torch.Tensor, element) -> torch.Tensor:
+        """Per-block fp32 amax -> biased exponent byte (uint8)."""
+        a = amax.float()
+        P = element.max_pow2
+        if self.mode == "rceil":
+            d = (a * torch.tensor(self.rceil_reciprocal(element), dtype=torch.float32)).double()
+            s = _ceil_log2(d)
+        else:
+            a64 = a.double()
+            fl = _floor_log2(a64)
+            if self.mode == "floor":
+                s = fl - P
+            elif self.mode == "ceil":
+                s = _ceil_log2(a64) - P
+            else:  # even: round amax's mantissa to mbits+1 bits, ties up
+                frac = a64 / torch.exp2(fl.double())  # in [1, 2)
+                up = (frac >= 2.0 - 2.0 ** -(element.mbits + 1)).long()
+                s = fl + up - P
+        e = (s + 127).clamp(self.clamp[0], self.clamp[1])
+        finite_pos = torch.isfinite(a) & (a > 0)
+        e = torch.where(finite_pos, e, torch.zeros_like(e))
+        e = torch.where(a == 0, torch.full_like(e, self.zero_amax), e)
+        e = torch.where(torch.isinf(a), torch.full_like(e, self.inf_amax), e)
+        e = torch.where(torch.isnan(a), torch.full_like(e, self.nan_amax), e)
+        return e.to(torch.uint8)
+
+    def multiplier_reference(self, e: torch.Tensor) -> torch.Tensor:
+        """Quantization multiplier 2^(127-e) in fp32 (e == 0 per `e0_multiplier`, 255 -> NaN)."""
+        ei = e.long()
+        m = torch.ldexp(torch.ones_like(ei, dtype=torch.float64), (127 - ei)).float()
+        if self.e0_multiplier == "one":
+            m = torch.where(ei == 0, torch.ones_like(m), m)
+        return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
+
+    @staticmethod
+    def dequant_reference(e: torch.Tensor) -> torch.Tensor:
+        """Dequantization scale 2^(e-127) in fp32 (e == 0 -> 2^-127, 255 -> NaN)."""
+        ei = e.long()
+        m = torch.ldexp(torch.ones_like(ei, dtype=torch.float64), (ei - 127)).float()
+        return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
+
+
+def _floor_log2(x: torch.Tensor) -> torch.Tensor:
+    """floor(log2 x) for positive finite x, exactly (subnormals included); 0 elsewhere."""
+    safe = torch.where(torch.isfinite(x) & (x > 0), x, torch.ones_like(x))
+    _, ex = torch.frexp(safe)
+    return ex.long() - 1
+
+
+def _ceil_log2(x: torch.Tensor) -> torch.Tensor:
+    safe = torch.where(torch.isfinite(x) & (x > 0), x, torch.ones_like(x))
+    m, ex = torch.frexp(safe)
+    return torch.where(m == 0.5, ex.long() - 1, ex.long())
+
+
+ELEMENT_FORMATS: Dict[str, type] = {"e2m1": E2M1}
+SCALE_FORMATS: Dict[str, type] = {"e8m0": E8M0}
+INPUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

@@ -1,0 +1,59 @@
+"""Input classes that exercise every rule: random normals, exact E2M1 midpoints, special values.
+
+Shared by `quantlay verify`, the tests and `quantlay compare`, so each sees the same hard cases.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import torch
+
+MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def normal(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.exp2(torch.randint(-8, 9, (M, 1), generator=g).float())
+    return (torch.randn(M, N, generator=g) * scale).to(dtype)
+
+
+def ties(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tensor:
+    """Values that land exactly on E2M1 midpoints after power-of-two scaling, in both directions.
+
+    Each 32x32 tile has one power of two 2^k; its diagonal holds 6 * 2^k (so every row block and
+    every column block has amax 6 * 2^k, giving scale 2^k under floor, even and rceil), and every
+    other element is +-midpoint * 2^k or a small integer times 2^k.
+    """
+    g = torch.Generator().manual_seed(seed)
+    mids = torch.tensor(MIDPOINTS + (0.5, 1.0, 2.0, 3.0, 0.0))
+    x = mids[torch.randint(0, len(mids), (M, N), generator=g)]
+    x = x * torch.where(torch.rand(M, N, generator=g) < 0.5, -1.0, 1.0)
+    r = torch.arange(M)[:, None]
+    c = torch.arange(N)[None, :]
+    x = torch.where((r % 32) == (c % 32), torch.full_like(x, 6.0), x)
+    k = torch.randint(-6, 7, ((M + 31) // 32, (N + 31) // 32), generator=g).float()
+    k = k.repeat_interleave(32, 0)[:M].repeat_interleave(32, 1)[:, :N]
+    return (x * torch.exp2(k)).to(dtype)
+
+
+def specials(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tensor:
+    """Zero blocks, subnormal blocks, signed zeros, Inf, NaN and the largest finite values."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, N, generator=g)
+    tiny = torch.finfo(dtype).tiny
+    r = torch.arange(M)[:, None] // 32
+    c = torch.arange(N)[None, :] // 32
+    kind = (r * 7 + c * 3) % 8
+    x = torch.where(kind == 0, torch.zeros_like(x), x)                       # all-zero blocks
+    x = torch.where(kind == 1, x * tiny / 8, x)                               # subnormal blocks
+    x = torch.where(kind == 2, -torch.zeros_like(x) * torch.sign(x).abs(), x)  # negative zeros
+    x = torch.where(kind == 3, x * 1e-3, x)
+    x = torch.where(kind == 4, x * torch.finfo(dtype).max / 4, x)              # huge amax
+    special = torch.rand(M, N, generator=g)
+    x = torch.where((kind == 5) & (special < 0.05), torch.full_like(x, float("inf")), x)
+    x = torch.where((kind == 5) & (special > 0.95), torch.full_like(x, float("-inf")), x)
+    x = torch.where((kind == 6) & (special < 0.03), torch.full_like(x, float("nan")), x)
+    return x.to(dtype)
+
+
+CLASSES: Dict[str, Callable[..., torch.Tensor]] = {"normal": normal, "ties": ties, "specials": specials}

@@ -1,0 +1,491 @@
+"""The frozen, validated IR, built from the AST.
+
+Every rule that a spec must obey is checked here, with the spec's line and column: unknown names (with
+a suggestion), values out of range, layouts that are not bijections, options declared twice or never
+used. What comes out is immutable and fully resolved: layouts are `Layout` objects, formats are
+`E2M1` / `E8M0` instances, and a kernel can be specialised to one setting of its options
+(`KernelIR.variant`), which is what the lowering and the reference consume.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from quantlay.dsl import ast
+from quantlay.dsl.ast import Span
+from quantlay.errors import SpecError, did_you_mean
+
+from .expr import Expr, Var, cdiv
+from .formats import (E2M1, E8M0, E8M0_MODES, ELEMENT_FORMATS, INPUT_DTYPES, SCALE_FORMATS, TIE_RULES,
+                      ZERO_SIGN_RULES)
+from .layout import COLS, ROWS, Chain, Factor, Layout
+
+DIRECTIONS = ("rowwise", "colwise")
+M, N = Var("M"), Var("N")
+_RESERVED = {"x", "M", "N", "tl", "triton", "torch", "quantize", "dequantize", "self"}
+
+
+def _err(msg: str, span: Optional[Span], hint: Optional[str] = None) -> SpecError:
+    return SpecError(msg, line=span.line if span else None, column=span.column if span else None,
+                     hint=hint)
+
+
+def _check_identifier(name: str, what: str, span: Span) -> None:
+    import keyword
+    if name.startswith("_") or keyword.iskeyword(name) or name in _RESERVED:
+        raise _err(f"{what} name '{name}' is reserved", span,
+                   "choose a name that starts with a letter and is not a Python keyword")
+    if len(name) > 64:
+        raise _err(f"{what} name '{name[:20]}...' is longer than 64 characters", span, "shorten it")
+
+
+# ---- IR nodes ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    """One value the spec wrote explicitly; the lowering must consume it or the compile fails."""
+    key: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class StageRef:
+    layout: Layout
+    fill: Optional[int]
+    condition: Optional[Tuple[bool, str]]  # (negate, option)
+    span: Span
+
+
+@dataclass(frozen=True)
+class PackRef:
+    low: str  # which element of each pair goes to the low nibble: even | odd
+    span: Span
+
+
+@dataclass(frozen=True)
+class StoreIR:
+    target: str
+    items: Tuple[object, ...]  # StageRef | PackRef
+    span: Span
+
+
+@dataclass(frozen=True)
+class DirectionIR:
+    name: str
+    block: Tuple[int, int]
+    element: E2M1
+    scale: E8M0
+    data: StoreIR
+    scale_store: StoreIR
+    settings: Tuple[Setting, ...]
+    span: Span
+
+    @property
+    def block_axis(self) -> int:
+        """The input axis a block runs along: COLS for rowwise (1xB), ROWS for colwise (Bx1)."""
+        return COLS if self.block[0] == 1 else ROWS
+
+    @property
+    def block_size(self) -> int:
+        return max(self.block)
+
+
+@dataclass(frozen=True)
+class OutputIR:
+    """One tensor a variant writes, fully resolved: what it holds and how it is laid out."""
+    direction: str
+    role: str                 # data | scale
+    block: Tuple[int, int]
+    format: str               # e2m1 | e8m0
+    pack_axis: Optional[int]  # logical axis along which two codes share a byte (data only)
+    pack_low: Optional[str]
+    chain: Chain
+    logical: Tuple[Expr, Expr]  # logical storage shape, in M and N
+    spans: Tuple[Span, ...]
+    layout_text: str = ""       # the active pipe as the spec wrote it, e.g. transpose|packed(low=even)
+    conditions: Tuple[Tuple[str, Optional[str]], ...] = ()  # (stage name, option that enabled it)
+
+    @property
+    def key(self) -> str:
+        return f"{self.direction}_{self.role}"
+
+    def layout_name(self) -> str:
+        return self.layout_text or "row_major"
+
+    def canonical(self) -> str:
+        stages = ";".join(st.describe() + f" fill={f}" for st, f in zip(self.chain.stages, self.chain.fills))
+        return f"{self.key}:{self.block}:{self.format}:{self.pack_axis}:{self.pack_low}:[{stages}]"
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    name: str
+    input_name: str
+    dtype: str
+    dims: Tuple[str, str]
+    options: Tuple[str, ...]
+    directions: Tuple[DirectionIR, ...]
+    span: Span
+    spec_path: Optional[str]
+    spec_hash: str
+    option_spans: Tuple[Span, ...] = ()
+
+    def variants(self) -> List["VariantIR"]:
+        out = []
+        for bits in range(2 ** len(self.options)):
+            vals = {o: bool(bits >> (len(self.options) - 1 - i) & 1) for i, o in enumerate(self.options)}
+            out.append(self.variant(**vals))
+        return out
+
+    def variant(self, **values: bool) -> "VariantIR":
+        unknown = set(values) - set(self.options)
+        if unknown:
+            name = sorted(unknown)[0]
+            raise SpecError(f"kernel {self.name} has no option '{name}'",
+                            hint=did_you_mean(name, self.options) or f"options: {', '.join(self.options)}")
+        vals = tuple((o, bool(values.get(o, False))) for o in self.options)
+        outputs = []
+        for d in self.directions:
+            outputs.append(_resolve_store(d, d.data, dict(vals)))
+            outputs.append(_resolve_store(d, d.scale_store, dict(vals)))
+        return VariantIR(self, vals, tuple(outputs))
+
+
+@dataclass(frozen=True)
+class VariantIR:
+    kernel: KernelIR
+    options: Tuple[Tuple[str, bool], ...]
+    outputs: Tuple[OutputIR, ...]
+
+    def direction(self, name: str) -> DirectionIR:
+        return next(d for d in self.kernel.directions if d.name == name)
+
+    def output(self, key: str) -> OutputIR:
+        return next(o for o in self.outputs if o.key == key)
+
+    def canonical(self) -> str:
+        """Everything that changes the generated code, as text: the name's digest is taken from it."""
+        k = self.kernel
+        parts = [f"kernel={k.name}", f"dtype={k.dtype}"]
+        for d in k.directions:
+            parts.append(f"{d.name}:{d.block}:{d.element!r}:{d.scale!r}")
+        parts += [o.canonical() for o in self.outputs]
+        parts.append("options=" + ",".join(f"{n}={int(v)}" for n, v in self.options))
+        return "\n".join(parts)
+
+    @property
+    def name(self) -> str:
+        """The identity: kernel name, the option bits by initials, and a digest of all parameters."""
+        digest = hashlib.sha256(self.canonical().encode()).hexdigest()[:8]
+        abbr = [_abbr(n) for n, _ in self.options]
+        if len(set(abbr)) != len(abbr):
+            abbr = [n for n, _ in self.options]
+        opts = "_".join(f"{a}{int(v)}" for a, (_, v) in zip(abbr, self.options))
+        return f"{self.kernel.name}__{opts + '__' if opts else ''}{digest}"
+
+
+def _abbr(option: str) -> str:
+    return "".join(w[0] for w in option.split("_") if w)
+
+
+def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> OutputIR:
+    """Apply the option values and normalise packing (pre-pack transposes move after the pack)."""
+    active = [it for it in store.items
+              if not isinstance(it, StageRef) or it.condition is None
+              or values[it.condition[1]] != it.condition[0]]
+    stages = tuple(it for it in active if isinstance(it, StageRef))
+    chain = Chain(tuple(s.layout for s in stages), tuple(s.fill for s in stages))
+    spans = tuple(it.span for it in active)
+    text = "|".join(f"packed(low={it.low})" if isinstance(it, PackRef)
+                    else it.layout.name + (f"(fill={it.fill})" if it.fill is not None else "")
+                    for it in active)
+    conds = tuple((s.layout.name, s.condition[1] if s.condition else None) for s in stages)
+    rows, cols = M, N
+    if store.target == "scale":
+        if d.block_axis == COLS:
+            cols = cdiv(N, d.block_size)
+        else:
+            rows = cdiv(M, d.block_size)
+        return OutputIR(d.name, "scale", d.block, d.scale.name, None, None, chain, (rows, cols), spans,
+                        text, conds)
+    packs = [i for i, it in enumerate(active) if isinstance(it, PackRef)]
+    pack_axis = pack_low = None
+    if packs:
+        amap = (ROWS, COLS)
+        for it in active[:packs[0]]:
+            sm = it.layout.axis_map
+            amap = (amap[sm[0]], amap[sm[1]])
+        pack_axis, pack_low = amap[1], active[packs[0]].low
+        if pack_axis == COLS:
+            cols = N // 2
+        else:
+            rows = M // 2
+    return OutputIR(d.name, "data", d.block, d.element.name, pack_axis, pack_low, chain, (rows, cols),
+                    spans, text, conds)
+
+
+# ---- building the IR from the AST --------------------------------------------------------------
+@dataclass
+class _Scope:
+    layouts: Dict[str, Layout] = field(default_factory=dict)
+    layout_spans: Dict[str, Span] = field(default_factory=dict)
+    profiles: Dict[str, ast.Profile] = field(default_factory=dict)
+
+
+def build_layout(decl: ast.LayoutDecl) -> Layout:
+    names = decl.params
+    if names[0] == names[1]:
+        raise _err(f"layout {decl.name} names both parameters '{names[0]}'", decl.span,
+                   "name them differently, e.g. (rows, cols)")
+
+    def factor(dim: ast.Dim) -> Factor:
+        if dim.kind == "const":
+            if dim.value < 1:
+                raise _err(f"view dimension {dim.value} must be a positive integer", dim.span)
+            return Factor(None, dim.value)
+        if dim.name not in names:
+            raise _err(f"unknown name '{dim.name}' in layout {decl.name}", dim.span,
+                       did_you_mean(dim.name, names) or f"use the parameters {names[0]} and {names[1]}")
+        return Factor(names.index(dim.name), dim.value)
+
+    view = perm = None
+    seen = []
+    for kind, args, span in decl.steps:
+        if kind in seen:
+            raise _err(f"layout {decl.name} has two {kind} steps", span,
+                       "merge them into one view(...) followed by one permute(...)")
+        if kind == "view" and "permute" in seen:
+            raise _err(f"layout {decl.name}: view must come before permute", span)
+        seen.append(kind)
+        if kind == "view":
+            view = [factor(d) for d in args]
+        else:
+            perm = list(args)
+    pad = [1, 1]
+    for key, val, span in decl.pad:
+        if key not in names:
+            raise _err(f"pad names '{key}', which is not a parameter of layout {decl.name}", span,
+                       did_you_mean(key, names) or f"pad({names[0]}: R, {names[1]}: C)")
+        if val < 1:
+            raise _err(f"pad({key}: {val}) must be a positive multiple", span)
+        pad[names.index(key)] = val
+    if decl.fill is not None and not 0 <= decl.fill <= 255:
+        raise _err(f"fill {decl.fill} does not fit the byte storage (0..255)", decl.span)
+    if pad != [1, 1] and decl.fill is None:
+        raise _err(f"layout {decl.name} pads but declares no fill value", decl.span,
+                   "add 'fill N' after pad(...): the value every padding byte gets")
+    if pad == [1, 1] and decl.fill is not None:
+        raise _err(f"layout {decl.name} declares fill {decl.fill} but does not pad", decl.span,
+                   "remove the fill, or add pad(...)")
+    out = tuple(factor(d) for d in decl.out) if decl.out else None
+    try:
+        return Layout.declare(decl.name, names, view, perm, tuple(pad), decl.fill, out)
+    except ValueError as exc:
+        raise _err(f"layout {decl.name}: {exc}", decl.span) from None
+
+
+def _arg_value(arg: ast.Arg, kind: str, choices: Iterable[str] = (), lo: int = 0, hi: int = 255):
+    v = arg.value
+    if kind == "name":
+        if v.kind != "name" or v.raw not in choices:
+            shown = v.raw if v.kind != "range" else f"{v.raw[0]}..{v.raw[1]}"
+            hint = did_you_mean(str(v.raw), choices) if v.kind == "name" else None
+            raise _err(f"{arg.key}: {shown} is not one of {', '.join(choices)}", v.span,
+                       hint or f"write {arg.key}: {next(iter(choices))}")
+        return v.raw
+    if kind == "int":
+        if v.kind != "int" or not lo <= v.raw <= hi:
+            raise _err(f"{arg.key}: {v.raw} must be an integer in {lo}..{hi}", v.span)
+        return v.raw
+    if kind == "range":
+        if v.kind != "range" or not (lo <= v.raw[0] <= v.raw[1] <= hi):
+            raise _err(f"{arg.key} must be a range lo..hi within {lo}..{hi}", v.span,
+                       f"for example {arg.key}: 0..254")
+        return tuple(v.raw)
+    raise AssertionError(kind)
+
+
+_ELEMENT_ARGS = {"ties": ("name", TIE_RULES), "zero_sign": ("name", ZERO_SIGN_RULES), "nan": ("int", (), 0, 15)}
+_SCALE_ARGS = {
+    "mode": ("name", E8M0_MODES), "clamp": ("range", (), 0, 255), "zero_amax": ("int", (), 0, 255),
+    "inf_amax": ("int", (), 0, 255), "nan_amax": ("int", (), 0, 255),
+    "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
+}
+
+
+def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
+    if call.name not in registry:
+        raise _err(f"unknown {role} format '{call.name}'", call.span,
+                   did_you_mean(call.name, registry) or f"known: {', '.join(registry)}")
+    kwargs, settings = {}, []
+    for arg in call.args:
+        if arg.key not in schema:
+            raise _err(f"{call.name} has no setting '{arg.key}'", arg.span,
+                       did_you_mean(arg.key, schema) or f"settings: {', '.join(schema)}")
+        if arg.key in kwargs:
+            raise _err(f"{call.name} sets '{arg.key}' twice", arg.span, "keep one")
+        kind, choices, *rng = schema[arg.key]
+        kwargs[arg.key] = _arg_value(arg, kind, choices, *rng)
+        settings.append(Setting(f"{prefix}.{arg.key}", arg.span))
+    return registry[call.name](**kwargs), settings
+
+
+def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used: set, d_name: str,
+                 element) -> StoreIR:
+    items: List[object] = []
+    for it in store.items:
+        call = it.call
+        cond = None
+        if it.condition is not None:
+            c = it.condition
+            if c.option not in options:
+                raise _err(f"unknown option '{c.option}'", c.span,
+                           did_you_mean(c.option, options) or
+                           f"declare it first: option {c.option}")
+            used.add(c.option)
+            cond = (c.negate, c.option)
+        if call.name == "packed":
+            if store.target != "data":
+                raise _err("packed applies to data, not scales", call.span)
+            if cond is not None:
+                raise _err("packed cannot be conditional: the byte format is not an option", call.span)
+            low = "even"
+            for arg in call.args:
+                if arg.key != "low":
+                    raise _err(f"packed has no setting '{arg.key}'", arg.span, "packed(low: even)")
+                low = _arg_value(arg, "name", ("even", "odd"))
+            items.append(PackRef(low, call.span))
+            continue
+        if call.name not in scope.layouts:
+            raise _err(f"unknown layout '{call.name}'", call.span,
+                       did_you_mean(call.name, list(scope.layouts) + ["packed"]) or
+                       "declare it with 'layout NAME(rows, cols) = view(...) permute(...)'")
+        lay = scope.layouts[call.name]
+        fill = None
+        for arg in call.args:
+            if arg.key != "fill":
+                raise _err(f"layout {call.name} takes only 'fill', not '{arg.key}'", arg.span)
+            if lay.pad == (1, 1):
+                raise _err(f"layout {call.name} does not pad, so fill has no effect", arg.span,
+                           "remove the fill")
+            fill = _arg_value(arg, "int")
+        items.append(StageRef(lay, fill, cond, call.span))
+    packs = [i for i, it in enumerate(items) if isinstance(it, PackRef)]
+    if store.target == "data":
+        if element.bits == 4 and len(packs) != 1:
+            raise _err(f"{d_name} data of {element.name} needs exactly one 'packed(...)' step "
+                       f"(two 4-bit codes per byte)", store.span,
+                       "store data as packed(low: even) | ...")
+        for it in items[:packs[0]] if packs else []:
+            if it.layout.axis_map is None:
+                raise _err(f"layout {it.layout.name} comes before packed but is not a plain axis "
+                           f"permutation (row_major / transpose)", it.span,
+                           "move it after packed(...): it then works on bytes")
+    chain_pad_check = Chain(tuple(it.layout for it in items if isinstance(it, StageRef)))
+    try:
+        chain_pad_check.logical_padding(M, N)
+    except ValueError as exc:
+        raise _err(str(exc), store.span) from None
+    return StoreIR(store.target, tuple(items), store.span)
+
+
+def _build_direction(d: ast.Direction, scope: _Scope, options, used) -> DirectionIR:
+    if d.name not in DIRECTIONS:
+        raise _err(f"unknown direction '{d.name}'", d.span,
+                   did_you_mean(d.name, DIRECTIONS) or "use rowwise or colwise")
+    a, b = d.block
+    expect_row = d.name == "rowwise"
+    if (expect_row and a != 1) or (not expect_row and b != 1) or min(a, b) != 1:
+        want = "1xB" if expect_row else "Bx1"
+        raise _err(f"{d.name} blocks {a}x{b}: a {d.name} block is {want}", d.block_span,
+                   f"write blocks {'1x32' if expect_row else '32x1'}")
+    bs = max(a, b)
+    if bs < 2 or bs > 128 or bs & (bs - 1):
+        raise _err(f"block size {bs} must be a power of two in 2..128", d.block_span)
+    element_call, scale_call, settings = d.element, d.scale, []
+    if d.profile is not None:
+        pname, pspan = d.profile
+        if pname not in scope.profiles:
+            raise _err(f"unknown profile '{pname}'", pspan,
+                       did_you_mean(pname, scope.profiles) or "declare it with 'profile NAME { ... }'")
+        prof = scope.profiles[pname]
+        element_call = element_call or prof.element
+        scale_call = scale_call or prof.scale
+    if element_call is None or scale_call is None:
+        missing = "element" if element_call is None else "scale"
+        raise _err(f"{d.name} has no {missing} format", d.span,
+                   f"add '{missing} ...' or 'profile NAME' naming a profile that declares it")
+    element, s1 = _build_format(element_call, ELEMENT_FORMATS, _ELEMENT_ARGS, "element", "element")
+    scale, s2 = _build_format(scale_call, SCALE_FORMATS, _SCALE_ARGS, "scale", "scale")
+    settings = s1 + s2
+    stores = {}
+    for st in d.stores:
+        if st.target in stores:
+            raise _err(f"{d.name} stores {st.target} twice", st.span, "keep one 'store' line")
+        stores[st.target] = _build_store(st, scope, options, used, d.name, element)
+    for target in ("data", "scale"):
+        if target not in stores:
+            default = "packed(low: even)" if target == "data" else "row_major"
+            raise _err(f"{d.name} does not say how to store its {target}", d.span,
+                       f"add 'store {target} as {default}'")
+    return DirectionIR(d.name, d.block, element, scale, stores["data"], stores["scale"],
+                       tuple(settings), d.span)
+
+
+def build(spec: ast.SpecFile, library: Optional[ast.SpecFile] = None) -> List[KernelIR]:
+    """Validate a parsed spec (plus the shipped library) and return its kernels' IR."""
+    try:
+        return _build(spec, library)
+    except SpecError as exc:
+        raise exc.with_source(spec.source, spec.path) from None
+
+
+def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR]:
+    scope = _Scope()
+    for src in ([library] if library else []) + [spec]:
+        for decl in src.layouts:
+            if decl.name in scope.layouts:
+                where = scope.layout_spans[decl.name]
+                raise _err(f"layout '{decl.name}' is already declared (line {where.line})", decl.span,
+                           "choose another name" if src is spec else None)
+            _check_identifier(decl.name, "layout", decl.span)
+            scope.layouts[decl.name] = build_layout(decl)
+            scope.layout_spans[decl.name] = decl.span if src is spec else Span(0, 0)
+        for prof in src.profiles:
+            if prof.name in scope.profiles:
+                raise _err(f"profile '{prof.name}' is already declared", prof.span, "choose another name")
+            scope.profiles[prof.name] = prof
+    text = (library.source if library else "") + "\0" + spec.source
+    spec_hash = hashlib.sha256(text.encode()).hexdigest()
+    kernels, seen = [], {}
+    for k in spec.kernels:
+        _check_identifier(k.name, "kernel", k.span)
+        if k.name in seen:
+            raise _err(f"kernel '{k.name}' is declared twice", k.span, "rename one of them")
+        seen[k.name] = k.span
+        if k.dtype not in INPUT_DTYPES:
+            raise _err(f"unknown input dtype '{k.dtype}'", k.dtype_span,
+                       did_you_mean(k.dtype, INPUT_DTYPES) or f"use one of {', '.join(INPUT_DTYPES)}")
+        options: Dict[str, Span] = {}
+        for name, span in k.options:
+            if name in options:
+                raise _err(f"option '{name}' is declared twice", span, "declare each option once")
+            _check_identifier(name, "option", span)
+            options[name] = span
+        if not k.directions:
+            raise _err(f"kernel {k.name} has no rowwise or colwise section", k.span,
+                       "add 'rowwise blocks 1x32 profile NAME { ... }'")
+        used: set = set()
+        dirs, dnames = [], set()
+        for d in k.directions:
+            if d.name in dnames:
+                raise _err(f"kernel {k.name} declares {d.name} twice", d.span, "merge the two sections")
+            dnames.add(d.name)
+            dirs.append(_build_direction(d, scope, options, used))
+        for name, span in options.items():
+            if name not in used:
+                raise _err(f"option '{name}' is declared but no layout uses it", span,
+                           f"use it as '<layout> if {name}' in a store line, or remove it")
+        kernels.append(KernelIR(k.name, k.input_name, k.dtype, k.dims, tuple(options), tuple(dirs),
+                                k.span, spec.path, spec_hash, tuple(options.values())))
+    return kernels

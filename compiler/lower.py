@@ -1,0 +1,217 @@
+"""Lowering: one `VariantIR` -> the template context (plain values and rendered expressions).
+
+Templates see only what is built here. The lowering records every spec setting it turns into code;
+a setting the spec wrote that no code consumed is a compile error (`Tracker.check`), so a declared
+field can never be silently ignored. Index arithmetic comes from the layout algebra (`Chain.flat`),
+rendered from the same `Expr` trees the tests evaluate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from quantlay.errors import SpecError
+
+from .expr import Bin, Const, Expr, Var, cdiv
+from .formats import INPUT_DTYPES, f32_bits
+from .ir import DirectionIR, OutputIR, Setting, VariantIR
+from .layout import COLS, ROWS
+
+TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
+
+
+@dataclass
+class Tracker:
+    """Which explicit spec settings the generated code consumed."""
+    settings: List[Tuple[str, Setting]] = field(default_factory=list)
+    used: set = field(default_factory=set)
+
+    def offer(self, scope: str, settings) -> None:
+        self.settings += [(scope, s) for s in settings]
+
+    def use(self, scope: str, key: str) -> None:
+        self.used.add((scope, key))
+
+    def check(self) -> None:
+        for scope, s in self.settings:
+            if (scope, s.key) not in self.used:
+                raise SpecError(f"{scope}: setting '{s.key}' is not used by the generated kernel",
+                                line=s.span.line, column=s.span.column,
+                                hint="remove it, or use a kernel kind that implements it")
+
+
+class SizeTable:
+    """Run-time sizes (functions of M and N) passed to kernels as arguments.
+
+    Passing them, instead of recomputing them in the kernel, lets Triton see their divisibility, so
+    stores stay vectorised.
+    """
+
+    def __init__(self) -> None:
+        self.names: Dict[str, str] = {}
+        self.exprs: List[Tuple[str, Expr]] = []
+
+    def __call__(self, e: Expr) -> Expr:
+        if isinstance(e, (Const, Var)):
+            return e
+        key = e.render()
+        if key not in self.names:
+            name = f"s{len(self.exprs)}"
+            self.names[key] = name
+            self.exprs.append((name, e))
+        return Var(self.names[key])
+
+
+def _py_float(x: float) -> str:
+    """A float literal that converts to exactly this fp32 value."""
+    return repr(float(x))
+
+
+def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
+    scope = d.name
+    tr.offer(scope, d.settings)
+    el, sc = d.element, d.scale
+    for key in ("ties", "zero_sign", "nan"):
+        tr.use(scope, f"element.{key}")
+    for key in ("mode", "clamp", "zero_amax", "inf_amax", "nan_amax", "nan_in_amax", "e0_multiplier"):
+        tr.use(scope, f"scale.{key}")
+    thresholds = [(_py_float(t), ">=" if up else ">") for t, up in el.thresholds()]
+    ctx = {
+        "name": d.name,
+        "B": d.block_size,
+        "axis": "cols" if d.block_axis == COLS else "rows",
+        "block": f"{d.block[0]}x{d.block[1]}",
+        "thresholds": thresholds,
+        "zero_sign": el.zero_sign,
+        "nan_code": el.nan,
+        "max_code": len(el.GRID) - 1,
+        "element": repr(el),
+        "scale_fmt": repr(sc),
+        "mode": sc.mode,
+        "P": el.max_pow2,
+        "even_add": hex(sc.even_add(el)),
+        "rceil_recip_bits": hex(f32_bits(sc.rceil_reciprocal(el))),
+        "rceil_recip": _py_float(sc.rceil_reciprocal(el)),
+        "lo": sc.clamp[0], "hi": sc.clamp[1],
+        "zero_amax": sc.zero_amax, "inf_amax": sc.inf_amax, "nan_amax": sc.nan_amax,
+        "nan_propagate": sc.nan_in_amax == "propagate",
+        "e0_one": sc.e0_multiplier == "one",
+    }
+    return ctx
+
+
+def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable) -> Dict[str, object]:
+    rows, cols = (sizes(e) for e in o.logical)
+    prow, pcol = (sizes(e) for e in o.chain.logical_padding(rows, cols))
+    offset = o.chain.flat(Var("r"), Var("c"), rows, cols, sizes)
+    phys = o.chain.physical_shape(o.logical[0], o.logical[1])
+    padded = o.chain.logical_padding(o.logical[0], o.logical[1])
+    B = d.block_size
+    # Index vectors of this output's tile inside a BLOCK_M x BLOCK_N input tile.
+    if o.role == "scale":
+        tile = ("BLOCK_M", "BLOCK_N // %d" % B) if d.block_axis == COLS else ("BLOCK_M // %d" % B, "BLOCK_N")
+    elif o.pack_axis == COLS:
+        tile = ("BLOCK_M", "BLOCK_N // 2")
+    elif o.pack_axis == ROWS:
+        tile = ("BLOCK_M // 2", "BLOCK_N")
+    else:
+        tile = ("BLOCK_M", "BLOCK_N")
+    # Input-coordinate extent this output covers (its padding included): the grid must reach it.
+    scale_r = 2 if o.pack_axis == ROWS else (B if o.role == "scale" and d.block_axis == ROWS else 1)
+    scale_c = 2 if o.pack_axis == COLS else (B if o.role == "scale" and d.block_axis == COLS else 1)
+    reqs = []
+    opts = dict(variant.options)
+    for stage, param, value, k in o.chain.requirements(o.logical[0], o.logical[1]):
+        option = dict(o.conditions).get(stage)
+        text = _plain(value)
+        fix = _pad_fix(value, k) + (f", or turn off {option}" if option else "")
+        reqs.append({
+            "value": value.render(), "k": k,
+            "message": (f"{o.key}: layout {stage} needs its {param} ({text}) to be a multiple of {k}, "
+                        f"got {text} = {{value}}; {fix}"),
+        })
+    if o.pack_axis is not None:
+        dim = "N" if o.pack_axis == COLS else "M"
+        reqs.append({"value": dim, "k": 2,
+                     "message": (f"{o.key}: two 4-bit codes share a byte along {dim}, so {dim} must be "
+                                 f"even, got {dim} = {{value}}; pad {dim} to an even size")})
+    has_pad = padded[0].render() != o.logical[0].render() or padded[1].render() != o.logical[1].render()
+    return {
+        "key": o.key, "role": o.role, "direction": o.direction,
+        "ptr": f"{o.key}_ptr",
+        "tile": tile,
+        "offset": offset.render(),
+        "rows": rows.render(), "cols": cols.render(),
+        "prows": prow.render(), "pcols": pcol.render(),
+        "has_padding": has_pad,
+        "fill": o.chain.fill() if has_pad else None,
+        "pack_axis": {None: None, ROWS: "rows", COLS: "cols"}[o.pack_axis],
+        "low_even": o.pack_low != "odd",
+        "layout": o.layout_name(),
+        "block": f"{o.block[0]}x{o.block[1]}",
+        "format": o.format,
+        "logical_py": [e.render() for e in o.logical],
+        "padded_py": [e.render() for e in padded],
+        "physical_py": [e.render() for e in phys],
+        "extent_rows_py": f"({padded[0].render()}) * {scale_r}",
+        "extent_cols_py": f"({padded[1].render()}) * {scale_c}",
+        "requirements": reqs,
+        "layout_doc": _layout_doc(o),
+    }
+
+
+def _plain(e: Expr) -> str:
+    s = e.render()
+    return s[1:-1] if s.startswith("(") and s.endswith(")") else s
+
+
+def _pad_fix(value: Expr, k: int) -> str:
+    """How to satisfy `value % k == 0` in terms of the input's M or N."""
+    if isinstance(value, Var):
+        return f"pad {value.name} to a multiple of {k}"
+    if (isinstance(value, Bin) and value.op == "//" and isinstance(value.a, Var)
+            and isinstance(value.b, Const)):
+        return f"pad {value.a.name} to a multiple of {value.b.value * k}"
+    return f"pad the input so that {_plain(value)} is a multiple of {k}"
+
+
+def _layout_doc(o: OutputIR) -> str:
+    shape = ", ".join(e.render() for e in o.chain.physical_shape(o.logical[0], o.logical[1]))
+    logical = ", ".join(e.render() for e in o.logical)
+    what = "codes packed two per byte" if o.pack_axis is not None else (
+        "E8M0 bytes" if o.role == "scale" else "codes")
+    return f"{o.key}: logical [{logical}] ({what}), stored as {o.layout_name()} -> uint8 [{shape}]"
+
+
+def lower(variant: VariantIR) -> Dict[str, object]:
+    """The complete template context for one variant."""
+    tr = Tracker()
+    sizes = SizeTable()
+    k = variant.kernel
+    directions = []
+    outputs = []
+    for d in k.directions:
+        dctx = lower_direction(d, tr)
+        data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes)
+        scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes)
+        dctx["data"], dctx["scale"] = data, scale
+        directions.append(dctx)
+        outputs += [data, scale]
+    tr.check()
+    blocks = [d.block_size for d in k.directions]
+    tile_m = max([b for d, b in zip(k.directions, blocks) if d.block_axis == ROWS] + [2])
+    tile_n = max([b for d, b in zip(k.directions, blocks) if d.block_axis == COLS] + [2])
+    return {
+        "name": variant.name,
+        "kernel": k.name,
+        "spec_path": k.spec_path or "<text>",
+        "spec_hash": k.spec_hash,
+        "dtype": k.dtype,
+        "torch_dtype": TORCH_DTYPES[k.dtype],
+        "options": [{"name": n, "value": v} for n, v in variant.options],
+        "directions": directions,
+        "outputs": outputs,
+        "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
+        "min_tile_m": tile_m, "min_tile_n": tile_n,
+        "canonical": variant.canonical().splitlines(),
+    }

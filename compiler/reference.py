@@ -1,0 +1,116 @@
+"""The PyTorch reference: an interpreter of the IR, written for clarity, not speed.
+
+It reads the same IR as the lowering but shares no code with the templates: numerics come from the
+formats' reference methods (nearest grid value, exact log2) and layouts from the layout algebra's torch
+transform (pad, view, permute). Tests, `quantlay verify` and `quantlay compare` judge generated kernels
+against it, bit for bit.
+"""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from .ir import DirectionIR, OutputIR, VariantIR
+from .layout import COLS, ROWS
+
+
+def block_amax(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(amax per block, padded x) for a 2-D fp32 input; partial blocks are padded with zeros."""
+    M, N = x.shape
+    B = d.block_size
+    if d.block_axis == COLS:
+        xp = F.pad(x, (0, (-N) % B))
+        blocks = xp.reshape(M, -1, B)
+        red = 2
+    else:
+        xp = F.pad(x, (0, 0, 0, (-M) % B))
+        blocks = xp.reshape(-1, B, N)
+        red = 1
+    nan = torch.isnan(blocks)
+    amax = torch.where(nan, torch.zeros_like(blocks), blocks.abs()).amax(dim=red)
+    if d.scale.nan_in_amax == "propagate":
+        amax = torch.where(nan.any(dim=red), torch.full_like(amax, float("nan")), amax)
+    return amax, xp
+
+
+def quantize_direction(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Logical codes [M, N] (uint8, one code per element) and scale bytes for one direction."""
+    M, N = x.shape
+    amax, xp = block_amax(x, d)
+    e = d.scale.select_reference(amax, d.element)
+    mult = d.scale.multiplier_reference(e)
+    B = d.block_size
+    if d.block_axis == COLS:
+        full = mult.repeat_interleave(B, dim=1)
+    else:
+        full = mult.repeat_interleave(B, dim=0)
+    q = xp * full  # fp32 * power of two: the kernel's exact product
+    codes = d.element.encode_reference(q)[:M, :N]
+    return codes, e
+
+
+def pack(codes: torch.Tensor, axis: int, low: str) -> torch.Tensor:
+    """Two 4-bit codes per byte along `axis`; `low` says whether the even element is the low nibble."""
+    a, b = (codes[0::2], codes[1::2]) if axis == ROWS else (codes[:, 0::2], codes[:, 1::2])
+    if low == "odd":
+        a, b = b, a
+    return (a | (b << 4)).to(torch.uint8)
+
+
+def unpack(packed: torch.Tensor, axis: int, low: str) -> torch.Tensor:
+    lo, hi = packed & 0xF, packed >> 4
+    if low == "odd":
+        lo, hi = hi, lo
+    st = torch.stack((lo, hi), dim=axis + 1)
+    shape = list(packed.shape)
+    shape[axis] *= 2
+    return st.reshape(shape)
+
+
+def quantize(variant: VariantIR, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """Reference outputs of `variant` for input `x`: physical buffers keyed like the kernel's."""
+    x2 = x.reshape(-1, x.shape[-1]).float().cpu()
+    out: Dict[str, torch.Tensor] = {}
+    for d in variant.kernel.directions:
+        codes, e = quantize_direction(x2, d)
+        data = variant.output(f"{d.name}_data")
+        scale = variant.output(f"{d.name}_scale")
+        logical = pack(codes, data.pack_axis, data.pack_low) if data.pack_axis is not None else codes
+        out[data.key] = data.chain.apply(logical.to(torch.uint8))
+        out[scale.key] = scale.chain.apply(e.to(torch.uint8))
+    return out
+
+
+def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int) -> torch.Tensor:
+    """Undo an output's layout: its logical matrix (codes unpacked for data, bytes for scales)."""
+    rows, cols = (int(v.evaluate({"M": M, "N": N})) for v in o.logical)
+    t = o.chain.invert(physical.cpu(), rows, cols)
+    if o.pack_axis is not None:
+        t = unpack(t, o.pack_axis, o.pack_low)
+    return t
+
+
+def dequantize(variant: VariantIR, direction: str, outputs: Dict[str, torch.Tensor], M: int, N: int):
+    """fp32 [M, N] from one direction's data and scales (the reference for dequantize kernels)."""
+    d = variant.direction(direction)
+    codes = logical_view(variant.output(f"{direction}_data"), outputs[f"{direction}_data"], M, N)
+    e = logical_view(variant.output(f"{direction}_scale"), outputs[f"{direction}_scale"], M, N)
+    scale = d.scale.dequant_reference(e)
+    B = d.block_size
+    full = scale.repeat_interleave(B, dim=1 if d.block_axis == COLS else 0)[:M, :N]
+    return d.element.decode(codes[:M, :N]) * full
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality of float tensors, where any NaN equals any NaN (payloads are not defined)."""
+    a, b = a.cpu(), b.cpu()
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    na, nb = torch.isnan(a), torch.isnan(b)
+    if not torch.equal(na, nb):
+        return False
+    ia = torch.where(na, torch.zeros_like(a), a).view(torch.int32)
+    ib = torch.where(nb, torch.zeros_like(b), b).view(torch.int32)
+    return torch.equal(ia, ib)

@@ -1,0 +1,43 @@
+"""Template context -> Triton source, through Jinja2 with StrictUndefined.
+
+A misspelled variable in a template is an error, never empty text. The rendered module is parsed
+with `ast.parse` before it is returned, so a template slip fails at generation time.
+"""
+from __future__ import annotations
+
+import ast as pyast
+import functools
+from pathlib import Path
+
+import jinja2
+
+from . import __version__
+from .formats import E2M1
+from .ir import VariantIR
+from .lower import lower
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+if not (TEMPLATES_DIR / "mx_cast.py.jinja").exists():
+    import quantlay.templates as _t
+    TEMPLATES_DIR = Path(_t.__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["pyrepr"] = repr
+    return env
+
+
+def render_variant(variant: VariantIR) -> str:
+    ctx = lower(variant)
+    ctx["version"] = __version__
+    ctx["decode_values"] = [repr(v) for v in E2M1.GRID]
+    src = environment().get_template("mx_cast.py.jinja").render(**ctx)
+    src = "\n".join(line.rstrip() for line in src.splitlines()) + "\n"
+    while "\n\n\n\n" in src:
+        src = src.replace("\n\n\n\n", "\n\n\n")
+    pyast.parse(src)
+    return src

@@ -1,0 +1,150 @@
+"""What generated kernels need at run time: layout descriptors, tagged results and input checks.
+
+Every tensor a generated kernel returns is a `QuantizedTensor`: the buffer plus a `LayoutDescriptor`
+that says what it holds (format, block, direction) and how it is stored (layout, padding, fill). A
+consumer states the descriptor it expects and `expect_layout` refuses anything else with a
+`LayoutMismatchError` naming both layouts, so a layout flag can never be silently ignored downstream.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Dict, Iterator, Mapping, Tuple
+
+import torch
+
+from .errors import LaunchError, LayoutMismatchError
+
+_IDENTITY_FIELDS = ("direction", "role", "format", "block", "layout", "fill")
+
+
+@dataclass(frozen=True)
+class LayoutDescriptor:
+    direction: str               # rowwise | colwise
+    role: str                    # data | scale
+    format: str                  # e2m1 | e8m0
+    block: str                   # e.g. 1x32
+    layout: str                  # the pipe, e.g. transpose|packed(low=even)|preshuffle16x16
+    fill: object                 # value written into padding (None: no padding)
+    shape: Tuple[int, int] = ()           # the quantized input's [M, N]
+    logical_shape: Tuple[int, int] = ()   # logical storage matrix (codes packed two per byte)
+    padded_shape: Tuple[int, int] = ()    # logical extents after padding
+    physical_shape: Tuple[int, ...] = ()  # the buffer's shape
+
+    def same_layout(self, other: "LayoutDescriptor") -> bool:
+        return all(getattr(self, f) == getattr(other, f) for f in _IDENTITY_FIELDS)
+
+    def describe(self) -> str:
+        return (f"{self.direction} {self.role} {self.format} blocks {self.block} stored as "
+                f"'{self.layout}'" + (f" (padding filled with {self.fill})" if self.fill is not None else ""))
+
+    def for_shape(self, M: int, N: int, logical, padded, physical) -> "LayoutDescriptor":
+        return LayoutDescriptor(self.direction, self.role, self.format, self.block, self.layout,
+                                self.fill, (M, N), tuple(logical), tuple(padded), tuple(physical))
+
+
+@dataclass(frozen=True)
+class QuantizedTensor:
+    """A buffer written by a quantlay kernel, tagged with the layout it is stored in."""
+    tensor: torch.Tensor
+    layout: LayoutDescriptor
+
+    def __repr__(self) -> str:
+        return f"QuantizedTensor({self.layout.describe()}, shape={tuple(self.tensor.shape)})"
+
+
+class QuantizedResult(Mapping[str, QuantizedTensor]):
+    """The outputs of one quantize call, by key (rowwise_data, rowwise_scale, colwise_data, ...)."""
+
+    def __init__(self, kernel: str, outputs: Dict[str, QuantizedTensor]):
+        self.kernel = kernel
+        self._outputs = dict(outputs)
+
+    def __getitem__(self, key: str) -> QuantizedTensor:
+        return self._outputs[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._outputs)
+
+    def __len__(self) -> int:
+        return len(self._outputs)
+
+    def __getattr__(self, key: str) -> QuantizedTensor:
+        try:
+            return self.__dict__["_outputs"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def tensors(self) -> Dict[str, torch.Tensor]:
+        return {k: v.tensor for k, v in self._outputs.items()}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._outputs.items())
+        return f"QuantizedResult({self.kernel}: {inner})"
+
+
+def expect_layout(value, expected: LayoutDescriptor, what: str) -> torch.Tensor:
+    """The consumer's check: `value` must be a QuantizedTensor stored exactly as `expected`."""
+    if not isinstance(value, QuantizedTensor):
+        raise LayoutMismatchError(
+            f"{what}: expected a QuantizedTensor ({expected.describe()}), got {type(value).__name__}; "
+            f"pass the tensor returned by quantize(), which carries its layout")
+    got = value.layout
+    if not got.same_layout(expected):
+        diff = [f for f in _IDENTITY_FIELDS if getattr(got, f) != getattr(expected, f)]
+        raise LayoutMismatchError(
+            f"{what}: this consumer reads {expected.describe()}, but the tensor is {got.describe()} "
+            f"(differs in {', '.join(diff)}); quantize with the matching options or use the consumer "
+            f"generated for that layout")
+    return value.tensor
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_input(x, dtype: torch.dtype, kernel: str, name: str = "x") -> torch.Tensor:
+    """Validate a kernel input; return it viewed as 2-D [M, N] (leading dims flattened into M)."""
+    if not isinstance(x, torch.Tensor):
+        raise LaunchError(f"{kernel}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise LaunchError(f"{kernel}: {name} has dtype {x.dtype}; this kernel was generated for {dtype}. "
+                          f"Convert with {name}.to({dtype}) or generate a kernel for {x.dtype}")
+    if x.dim() < 2:
+        raise LaunchError(f"{kernel}: {name} has shape {tuple(x.shape)}; it needs at least 2 dimensions "
+                          f"[..., M, N] (leading dimensions are flattened into M)")
+    if x.numel() == 0:
+        raise LaunchError(f"{kernel}: {name} has shape {tuple(x.shape)} with no elements; quantlay "
+                          f"kernels need M >= 1 and N >= 1, so skip the call for empty tensors")
+    if x.device.type != "cuda" and not (x.device.type == "cpu" and interpreting()):
+        raise LaunchError(f"{kernel}: {name} is on {x.device}; generated kernels run on CUDA devices "
+                          f"(move it with {name}.cuda()), or on the CPU under TRITON_INTERPRET=1")
+    if x.stride(-1) != 1:
+        raise LaunchError(f"{kernel}: {name} has stride {x.stride(-1)} in its last dimension; it must be "
+                          f"1 (call {name}.contiguous())")
+    try:
+        x2 = x.view(-1, x.shape[-1])
+    except RuntimeError:
+        raise LaunchError(f"{kernel}: {name} with shape {tuple(x.shape)} and strides {x.stride()} cannot "
+                          f"flatten its leading dimensions into M without a copy; call "
+                          f"{name}.contiguous()") from None
+    return x2
+
+
+def require_multiple(value: int, k: int, message: str) -> None:
+    """A divisibility rule of a layout; `message` names the output, the layout, the value and the fix."""
+    if value % k != 0:
+        raise LaunchError(message.format(value=value, k=k))
+
+
+def empty_outputs_like(x: torch.Tensor, shapes: Mapping[str, Tuple[int, ...]]) -> Dict[str, torch.Tensor]:
+    return {k: torch.empty(s, dtype=torch.uint8, device=x.device) for k, s in shapes.items()}
+
+
+def needs_int64(*numels: int) -> bool:
+    """64-bit offsets are needed once any buffer reaches 2^31 elements."""
+    return max(numels) >= 2 ** 31
+
+
+def descriptor_fields() -> Tuple[str, ...]:
+    return tuple(f.name for f in fields(LayoutDescriptor))

@@ -1,0 +1,54 @@
+"""Loading specs: text or path -> AST -> IR, with the shipped library always in scope."""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+from quantlay.dsl import ast
+from quantlay.dsl.parser import parse
+
+from . import ir
+
+DSL_DIR = Path(__file__).resolve().parent.parent / "dsl"
+if not (DSL_DIR / "library.ql").exists():  # installed (non-editable): dsl/ is the quantlay.dsl package
+    import quantlay.dsl as _dsl
+    DSL_DIR = Path(_dsl.__file__).resolve().parent
+LIBRARY_PATH = DSL_DIR / "library.ql"
+SPECS_DIR = DSL_DIR / "specs"
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ast.SpecFile:
+    return parse(LIBRARY_PATH.read_text(), "dsl/library.ql")
+
+
+def read(spec: Union[str, Path]) -> Tuple[str, Optional[str]]:
+    """A spec path or spec text -> (text, display path)."""
+    if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith(".ql")):
+        p = Path(spec)
+        return p.read_text(), display_path(p)
+    return str(spec), None
+
+
+def display_path(p: Path) -> str:
+    p = Path(p).resolve()
+    root = DSL_DIR.parent
+    try:
+        return p.relative_to(root).as_posix()
+    except ValueError:
+        return p.name
+
+
+def load(spec: Union[str, Path]) -> List[ir.KernelIR]:
+    text, path = read(spec)
+    return ir.build(parse(text, path), library())
+
+
+def shipped_specs() -> List[Path]:
+    return sorted(SPECS_DIR.glob("*.ql"))
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,46 @@
+# quantlay's shipped library: named layouts every spec can use (LAYOUTS.md gives each one's source).
+#
+# A layout maps a logical [rows, cols] matrix (of storage units: bytes for packed FP4, scale bytes for
+# E8M0) to a flat buffer: pad each dimension up to a multiple, view the padded matrix as the listed
+# factors (row factors first), permute them, and present the result with the '->' shape (default: the
+# padded [rows, cols]). `fill` is the value written into every padding cell.
+
+# Plain row-major storage: physical [rows, cols].
+layout row_major(rows, cols) = view(rows, cols)
+
+# Transposed storage: physical [cols, rows] (columnwise buffers of ROCm TE, LAYOUTS.md 6).
+layout transpose(rows, cols) -> (cols, rows) = permute(1, 0)
+
+# aiter shuffle_weight(layout=(16, 16)) on a byte matrix (LAYOUTS.md 4.2): 512-byte tiles of 16 rows x
+# 32 bytes, row-block major; inside a tile the left 16-byte halves of the 16 rows, then the right halves.
+# off(n, c) = (n//16)*16*cols + (c//32)*512 + ((c%32)//16)*256 + (n%16)*16 + c%16.
+layout preshuffle16x16(rows, cols) = view(rows/16, 16, cols/32, 2, 16) permute(0, 2, 3, 1, 4)
+
+# aiter e8m0_shuffle / ROCm TE with_gemm_swizzled_scales (LAYOUTS.md 5.1), padded to [rup(rows, 256),
+# rup(cols, 8)]: 256-byte chunks of 32 rows x 8 scale columns.
+# off(r, c) = (r//32)*32*cols_p + (c//8)*256 + (c%4)*64 + (r%16)*4 + ((c%8)//4)*2 + (r%32)//16.
+layout e8m0_shuffle(rows, cols) pad(rows: 256, cols: 8) fill 127
+    = view(rows/32, 2, 16, cols/8, 2, 4) permute(0, 3, 5, 2, 4, 1)
+
+# NVIDIA cuBLAS / TE / torchao block-scaling-factor layout (LAYOUTS.md 5.2): 128x4 tiles of 512 bytes,
+# row-of-tiles major; inside a tile (r%32)*16 + (r//32)*4 + c. Padded with 0 like torchao and TE.
+layout cublas_blocked_128x4(rows, cols) pad(rows: 128, cols: 4) fill 0
+    = view(rows/128, 4, 32, cols/4, 4) permute(0, 3, 2, 1, 4)
+
+# Numerics profiles (LAYOUTS.md 1 and 2). Declared once, referenced by kernels with `profile NAME`.
+
+# What the gfx950 hardware convert computes, as used by ROCm TE's native MXFP4 kernel: E2M1 ties to
+# even, E8M0 EVEN mode, amax == 0 -> 127 (scale 1.0). Zero results keep the sign bit (0x8 for a
+# negative value that rounds to zero, as CK's model of the instruction does); NaN -> 0x7 (+6, CK's
+# model for a positive NaN; the hardware's NaN behaviour is not documented, LAYOUTS.md 1.3).
+profile mxfp4_hw {
+    element e2m1(ties: even, zero_sign: sign_bit, nan: 0x7)
+    scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
+}
+
+# ROCm TransformerEngine's hand-written Triton MXFP4 kernel: E2M1 ties away from zero (threshold
+# compares `|q| >= t`), sign from `q < 0`, NaN -> +0; E8M0 as above.
+profile mxfp4_rocm_te_triton {
+    element e2m1(ties: away, zero_sign: negative_only, nan: 0x0)
+    scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
+}

@@ -1,0 +1,41 @@
+# GENERATED FILE, DO NOT EDIT: written by `quantlay generate`.
+"""Generated kernels, one module per kernel variant. Look one up by its kernel and options:
+
+    from quantlay.generated import find
+    mod = find("mxfp4_cast_transpose_hw", shuffle_rowwise_data=True)
+    result = mod.quantize(x)
+"""
+import importlib
+
+VARIANTS = {
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__f7619d71',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__44f98711',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__c2644857',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss1__0d9fe62c',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss0__9f0fb708',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss1__d2e19688',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss0__87a6ad30',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss1__19b892dd',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd0_scd0_wgss0__b03d9c23',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd0_scd0_wgss1__12e63f0b',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd0_scd1_wgss0__6dbefc17',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd0_scd1_wgss1__11f72e2d',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd1_scd0_wgss0__9852aa3f',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd0_wgss1__236eafc5',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss0__5cd00a76',
+    ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss1__3dd8b27a',
+}
+
+
+def find(kernel, **options):
+    """The generated module of `kernel` with `options` (unset options are False)."""
+    names = {k: dict(o) for k, o in VARIANTS}
+    if kernel not in names:
+        raise KeyError(f"no generated kernel {kernel!r}; known: {sorted(names)}")
+    for (k, opts), mod in VARIANTS.items():
+        if k == kernel and dict(opts) == {n: bool(options.get(n, False)) for n in dict(opts)}:
+            unknown = set(options) - set(dict(opts))
+            if unknown:
+                raise KeyError(f"kernel {kernel!r} has no option {sorted(unknown)[0]!r}")
+            return importlib.import_module(f"{__name__}.{mod}")
+    raise KeyError(f"no variant of {kernel!r} with options {options}")
