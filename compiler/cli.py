@@ -104,6 +104,9 @@ def _cmd_demo(args) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    import warnings
+    # The interpreter computes with NumPy, which warns where fp32 overflows to Inf as specified.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     p = argparse.ArgumentParser(prog="quantlay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -55,7 +55,7 @@ class E2M1:
     def encode_reference(self, q: torch.Tensor) -> torch.Tensor:
         """fp32 scaled values -> 4-bit codes (uint8), by nearest grid value and the tie rule."""
         a = q.double().abs()
-        grid = torch.tensor(self.GRID, dtype=torch.float64)
+        grid = torch.tensor(self.GRID, dtype=torch.float64, device=q.device)
         lo = (torch.searchsorted(grid, a.clamp(max=6.0).nan_to_num(0.0), right=True) - 1).clamp(0, 7)
         hi = (lo + 1).clamp(max=7)
         d_lo = a - grid[lo]
@@ -76,7 +76,7 @@ class E2M1:
 
     @classmethod
     def decode(cls, codes: torch.Tensor) -> torch.Tensor:
-        table = torch.tensor(cls.GRID + tuple(-v for v in cls.GRID), dtype=torch.float32)
+        table = torch.tensor(cls.GRID + tuple(-v for v in cls.GRID), dtype=torch.float32, device=codes.device)
         return table[codes.long()]
 
 
@@ -107,7 +107,7 @@ class E8M0:
         a = amax.float()
         P = element.max_pow2
         if self.mode == "rceil":
-            d = (a * torch.tensor(self.rceil_reciprocal(element), dtype=torch.float32)).double()
+            d = (a * torch.tensor(self.rceil_reciprocal(element), dtype=torch.float32, device=a.device)).double()
             s = _ceil_log2(d)
         else:
             a64 = a.double()

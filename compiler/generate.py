@@ -37,9 +37,14 @@ def compile_kernel(kernel: KernelIR) -> List[Tuple[VariantIR, str]]:
 
 
 def _strip_identity(src: str) -> str:
-    """Source without the lines that only name the variant (name, options, header)."""
-    return "\n".join(l for l in src.splitlines()
-                     if not l.startswith(("NAME = ", "OPTIONS = ", '"""')) and "__" not in l[:3])
+    """The code that computes: no header, docstring, name, options or layout descriptors.
+
+    An option that only renames the layout tag, without changing a single computed byte, is an error.
+    """
+    body = src[src.index("\nimport "):]
+    return "\n".join(l for l in body.splitlines()
+                     if not l.startswith(("NAME = ", "OPTIONS = ")) and "LayoutDescriptor(" not in l
+                     and not l.strip().startswith(('"""', "#")))
 
 
 def render_all(spec_paths: Optional[List[Path]] = None) -> Dict[str, str]:

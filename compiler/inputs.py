@@ -27,7 +27,7 @@ def ties(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     mids = torch.tensor(MIDPOINTS + (0.5, 1.0, 2.0, 3.0, 0.0))
     x = mids[torch.randint(0, len(mids), (M, N), generator=g)]
-    x = x * torch.where(torch.rand(M, N, generator=g) < 0.5, -1.0, 1.0)
+    x = torch.where((torch.rand(M, N, generator=g) < 0.5) & (x != 0), -x, x)  # no -0.0 here: specials has them
     r = torch.arange(M)[:, None]
     c = torch.arange(N)[None, :]
     x = torch.where((r % 32) == (c % 32), torch.full_like(x, 6.0), x)

@@ -411,12 +411,16 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used) -> Directio
         prof = scope.profiles[pname]
         element_call = element_call or prof.element
         scale_call = scale_call or prof.scale
-    if element_call is None or scale_call is None:
-        missing = "element" if element_call is None else "scale"
-        raise _err(f"{d.name} has no {missing} format", d.span,
-                   f"add '{missing} ...' or 'profile NAME' naming a profile that declares it")
-    element, s1 = _build_format(element_call, ELEMENT_FORMATS, _ELEMENT_ARGS, "element", "element")
-    scale, s2 = _build_format(scale_call, SCALE_FORMATS, _SCALE_ARGS, "scale", "scale")
+    built = {}
+    for role, call, registry, schema in (("element", element_call, ELEMENT_FORMATS, _ELEMENT_ARGS),
+                                         ("scale", scale_call, SCALE_FORMATS, _SCALE_ARGS)):
+        if call is not None:  # check what is there before complaining about what is missing
+            built[role] = _build_format(call, registry, schema, role, role)
+    for role in ("element", "scale"):
+        if role not in built:
+            raise _err(f"{d.name} has no {role} format", d.span,
+                       f"add '{role} ...' or 'profile NAME' naming a profile that declares it")
+    (element, s1), (scale, s2) = built["element"], built["scale"]
     settings = s1 + s2
     stores = {}
     for st in d.stores:

@@ -71,7 +71,7 @@ def unpack(packed: torch.Tensor, axis: int, low: str) -> torch.Tensor:
 
 def quantize(variant: VariantIR, x: torch.Tensor) -> Dict[str, torch.Tensor]:
     """Reference outputs of `variant` for input `x`: physical buffers keyed like the kernel's."""
-    x2 = x.reshape(-1, x.shape[-1]).float().cpu()
+    x2 = x.reshape(-1, x.shape[-1]).float()  # stays on x's device: the GPU tests check big shapes
     out: Dict[str, torch.Tensor] = {}
     for d in variant.kernel.directions:
         codes, e = quantize_direction(x2, d)
@@ -86,7 +86,7 @@ def quantize(variant: VariantIR, x: torch.Tensor) -> Dict[str, torch.Tensor]:
 def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int) -> torch.Tensor:
     """Undo an output's layout: its logical matrix (codes unpacked for data, bytes for scales)."""
     rows, cols = (int(v.evaluate({"M": M, "N": N})) for v in o.logical)
-    t = o.chain.invert(physical.cpu(), rows, cols)
+    t = o.chain.invert(physical, rows, cols)
     if o.pack_axis is not None:
         t = unpack(t, o.pack_axis, o.pack_low)
     return t

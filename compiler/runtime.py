@@ -137,8 +137,24 @@ def require_multiple(value: int, k: int, message: str) -> None:
         raise LaunchError(message.format(value=value, k=k))
 
 
-def empty_outputs_like(x: torch.Tensor, shapes: Mapping[str, Tuple[int, ...]]) -> Dict[str, torch.Tensor]:
-    return {k: torch.empty(s, dtype=torch.uint8, device=x.device) for k, s in shapes.items()}
+def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int, ...]], out=None):
+    """Allocate the outputs, or check caller-provided ones (exact shape, uint8, contiguous, same device)."""
+    out = dict(out or {})
+    unknown = set(out) - set(shapes)
+    if unknown:
+        raise LaunchError(f"{kernel}: out has unknown key {sorted(unknown)[0]!r}; keys are {sorted(shapes)}")
+    bufs = {}
+    for k, s in shapes.items():
+        t = out.get(k)
+        if t is None:
+            bufs[k] = torch.empty(tuple(s), dtype=torch.uint8, device=x.device)
+            continue
+        if t.dtype != torch.uint8 or tuple(t.shape) != tuple(s) or not t.is_contiguous() or t.device != x.device:
+            raise LaunchError(f"{kernel}: out[{k!r}] is {t.dtype} {tuple(t.shape)} on {t.device} "
+                              f"(contiguous={t.is_contiguous()}); it must be a contiguous uint8 tensor of "
+                              f"shape {tuple(s)} on {x.device}")
+        bufs[k] = t
+    return bufs
 
 
 def needs_int64(*numels: int) -> bool:

@@ -186,13 +186,17 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, block_m=None, block_n=None, num_warps=None):
-    """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors."""
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
+    """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
+
+    `out` may map output keys to preallocated uint8 buffers of the exact physical shapes (every
+    element, padding included, is overwritten).
+    """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
     shapes = _shapes(M, N)
-    bufs = {k: torch.empty(s[2], dtype=torch.uint8, device=x.device) for k, s in shapes.items()}
+    bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out)
     block_m = block_m or max(32, 64)
     block_n = block_n or max(32, 64)
     if block_m % 32 or block_n % 32:
@@ -239,7 +243,8 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     val = tl.where(mag == 5, 3.0, val)
     val = tl.where(mag == 6, 4.0, val)
     val = tl.where(mag == 7, 6.0, val)
-    val = tl.where((code & 8) != 0, -val, val)
+    # The sign goes in as a bit: negation would turn -0.0 into +0.0 in the interpreter.
+    val = (val.to(tl.uint32, bitcast=True) | ((code >> 3).to(tl.uint32) << 31)).to(tl.float32, bitcast=True)
     tl.store(out_ptr + m * N + n, val * scale, mask=in_bounds)
 
 
@@ -274,7 +279,8 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     val = tl.where(mag == 5, 3.0, val)
     val = tl.where(mag == 6, 4.0, val)
     val = tl.where(mag == 7, 6.0, val)
-    val = tl.where((code & 8) != 0, -val, val)
+    # The sign goes in as a bit: negation would turn -0.0 into +0.0 in the interpreter.
+    val = (val.to(tl.uint32, bitcast=True) | ((code >> 3).to(tl.uint32) << 31)).to(tl.float32, bitcast=True)
     tl.store(out_ptr + m * N + n, val * scale, mask=in_bounds)
 
 

@@ -1,0 +1,87 @@
+"""The generated launcher refuses bad input with a message naming the value, the rule and the fix."""
+import pytest
+import torch
+
+from quantlay import runtime
+from quantlay.errors import LaunchError
+from quantlay.generated import find
+
+from conftest import DEVICE
+
+
+@pytest.fixture
+def plain():
+    return find("mxfp4_cast_transpose_hw")
+
+
+@pytest.fixture
+def shuffled():
+    return find("mxfp4_cast_transpose_hw", shuffle_rowwise_data=True, shuffle_columnwise_data=True)
+
+
+def x_of(M, N, dtype=torch.bfloat16):
+    return torch.randn(M, N).to(dtype).to(DEVICE)
+
+
+def test_wrong_dtype(plain):
+    with pytest.raises(LaunchError, match=r"dtype torch.float16; this kernel was generated for torch.bfloat16"):
+        plain.quantize(x_of(64, 64, torch.float16))
+
+
+def test_wrong_device(plain, monkeypatch):
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+    if DEVICE == "cpu":
+        with pytest.raises(LaunchError, match=r"is on cpu; generated kernels run on CUDA devices"):
+            plain.quantize(x_of(64, 64))
+
+
+def test_last_dim_stride(plain):
+    x = torch.randn(64, 64).to(torch.bfloat16).t().to(DEVICE)
+    with pytest.raises(LaunchError, match=r"stride 64 in its last dimension; it must be 1"):
+        plain.quantize(x)
+
+
+def test_unflattenable_leading_dims(plain):
+    x = torch.randn(4, 8, 64).to(torch.bfloat16).transpose(0, 1).to(DEVICE)
+    with pytest.raises(LaunchError, match=r"cannot flatten its leading dimensions"):
+        plain.quantize(x)
+
+
+def test_empty_and_1d(plain):
+    with pytest.raises(LaunchError, match=r"no elements"):
+        plain.quantize(x_of(0, 64))
+    with pytest.raises(LaunchError, match=r"at least 2 dimensions"):
+        plain.quantize(torch.randn(64).to(torch.bfloat16).to(DEVICE))
+
+
+def test_divisibility_names_layout_value_and_fix(shuffled):
+    with pytest.raises(LaunchError) as info:
+        shuffled.quantize(x_of(64, 96))
+    msg = str(info.value)
+    assert "rowwise_data: layout preshuffle16x16 needs its cols (N // 2) to be a multiple of 32" in msg
+    assert "got N // 2 = 48" in msg and "pad N to a multiple of 64" in msg
+    assert "turn off shuffle_rowwise_data" in msg
+    with pytest.raises(LaunchError, match=r"colwise_data: layout preshuffle16x16 needs its cols \(M // 2\)"):
+        shuffled.quantize(x_of(96, 128))
+
+
+def test_packing_needs_even_sizes(plain):
+    with pytest.raises(LaunchError, match=r"two 4-bit codes share a byte along N, so N must be even, got N = 33"):
+        plain.quantize(x_of(32, 33))
+
+
+def test_out_buffers_are_checked(plain):
+    with pytest.raises(LaunchError, match=r"out\['rowwise_data'\] is torch.uint8 \(64, 16\)"):
+        plain.quantize(x_of(64, 64), out={"rowwise_data": torch.empty(64, 16, dtype=torch.uint8, device=DEVICE)})
+    with pytest.raises(LaunchError, match=r"unknown key 'nope'"):
+        plain.quantize(x_of(64, 64), out={"nope": None})
+
+
+def test_results_carry_their_layout(shuffled):
+    res = shuffled.quantize(x_of(64, 128))
+    lay = res["colwise_data"].layout
+    assert lay.layout == "transpose|packed(low=even)|preshuffle16x16"
+    assert (lay.direction, lay.role, lay.format, lay.block) == ("colwise", "data", "e2m1", "32x1")
+    assert lay.shape == (64, 128) and lay.physical_shape == (128, 32)
+    s = res["rowwise_scale"].layout
+    assert s.fill is None and s.layout == "row_major"
