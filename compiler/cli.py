@@ -103,6 +103,18 @@ def _cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+def _cmd_bench(args) -> int:
+    import torch
+    if not torch.cuda.is_available():
+        print("error: quantlay bench needs a CUDA device (timings in the interpreter mean nothing)",
+              file=sys.stderr)
+        return 2
+    from . import bench
+    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
+    bench.run(groups=args.groups.split(","), shapes=shapes, csv_path=args.csv)
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import warnings
     # The interpreter computes with NumPy, which warns where fp32 overflows to Inf as specified.
@@ -127,6 +139,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--m", type=int, default=256)
     d.add_argument("--n", type=int, default=512)
     d.set_defaults(fn=_cmd_demo)
+    b = sub.add_parser("bench", help="time generated kernels and peers against a same-run copy (GPU)")
+    b.add_argument("--groups", default="mxfp4")
+    b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
+    b.add_argument("--csv", default=None, help="write one CSV row per measurement")
+    b.set_defaults(fn=_cmd_bench)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

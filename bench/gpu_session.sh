@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, benchmark.
+# Usage on the device machine: bash bench/gpu_session.sh COMMIT  (writes logs under $OUT)
+set -u
+export PYTHONUNBUFFERED=1 QUANTLAY_COMMIT="${1:-unknown}"
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+STAGES="${STAGES:-tests memcheck tune bench}"
+for s in $STAGES; do
+  case $s in
+    tests) timeout 300 python3 -m pytest -q -x tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    memcheck) timeout 400 compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
+    tune) timeout 300 python3 bench/tune.py 2>&1 | tee "$OUT/tune.log" | tail -30 ;;
+    bench) timeout 400 python3 -m quantlay.cli bench --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -20 ;;
+  esac
+done

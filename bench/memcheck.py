@@ -1,0 +1,27 @@
+"""Run every generated kernel (quantize and both dequantize consumers) once at a small ragged shape.
+
+Meant to run under `compute-sanitizer --tool memcheck`: any out-of-bounds access is reported there.
+"""
+import json
+from pathlib import Path
+
+import torch
+
+from quantlay import inputs
+import quantlay.generated as gen
+
+manifest = json.loads((Path(gen.__file__).parent / "MANIFEST.json").read_text())
+count = 0
+for e in manifest["files"]:
+    if "kernel" not in e:
+        continue
+    mod = gen.find(e["kernel"], **e["options"])
+    M = 192 if e["options"].get("shuffle_columnwise_data") else 98
+    N = 320 if e["options"].get("shuffle_rowwise_data") else (176 if e["options"].get("shuffle_columnwise_data") else 166)
+    x = inputs.specials(M, N, seed=1).cuda()
+    res = mod.quantize(x)
+    for d in ("rowwise", "colwise"):
+        mod.dequantize(res, d)
+    torch.cuda.synchronize()
+    count += 1
+print(f"memcheck: ran {count} generated modules (quantize + 2 dequantize each)")

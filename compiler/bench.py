@@ -1,0 +1,150 @@
+"""`quantlay bench`: memory-bound kernels timed against a copy measured in the same run.
+
+A registry of benchmark entries (kernel, runner, peers, shapes, validator). Each measurement is the
+median of `triton.testing.do_bench` (with p20/p80), reported as GB/s counting every input byte read
+once and every output byte written once, and as a ratio to a device-to-device copy timed in the same
+process. Shapes a validator rejects are reported as skipped with the reason. Results go to a table on
+the terminal and one CSV row per measurement.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import inputs, reference
+from . import spec as specmod
+
+SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192))
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    make: Callable[[int, int], Tuple[Callable[[], object], int]]  # (M, N) -> (run, bytes moved)
+    validate: Callable[[int, int], Optional[str]] = lambda M, N: None  # reason to skip, or None
+    kernel_hash: str = ""
+    group: str = ""
+
+
+@dataclass
+class Row:
+    name: str
+    group: str
+    shape: str
+    median_ms: float = float("nan")
+    p20_ms: float = float("nan")
+    p80_ms: float = float("nan")
+    gbps: float = float("nan")
+    pct_copy: float = float("nan")
+    kernel_hash: str = ""
+    note: str = ""
+
+
+def _time(fn) -> Tuple[float, float, float]:
+    import triton
+    q = triton.testing.do_bench(fn, warmup=25, rep=200, quantiles=[0.5, 0.2, 0.8])
+    return tuple(q)
+
+
+def copy_gbps(nbytes: int = 2 << 30) -> float:
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    med, _, _ = _time(lambda: dst.copy_(src))
+    return 2 * nbytes / (med * 1e-3) / 1e9
+
+
+def mxfp4_entries() -> List[Entry]:
+    """Generated MXFP4 cast-transpose kernels (flags on and off) and their peers."""
+    from .generated_index import find
+    kernel = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")[0]
+    flags = kernel.options
+    out = []
+    for on in (True, False):
+        opts = dict.fromkeys(flags, on)
+        mod = find(kernel.name, **opts)
+        src = open(mod.__file__).read()
+
+        def make(M, N, mod=mod):
+            x = inputs.normal(M, N, seed=0).cuda()
+            res = mod.quantize(x)
+            moved = x.numel() * x.element_size() + sum(t.tensor.numel() for t in res.values())
+            return (lambda: mod.quantize(x)), moved
+
+        def validate(M, N, on=on):
+            if on and (M % 64 or N % 64):
+                return "the preshuffle layouts need M and N to be multiples of 64"
+            return None
+
+        out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}", make, validate,
+                         hashlib.sha256(src.encode()).hexdigest()[:12], "mxfp4"))
+    variant = kernel.variant(**dict.fromkeys(flags, True))
+
+    def make_ref(M, N):
+        x = inputs.normal(M, N, seed=0).cuda()
+        moved = x.numel() * 2 + sum(t.numel() for t in reference.quantize(variant, x).values())
+        return (lambda: reference.quantize(variant, x)), moved
+
+    out.append(Entry("torch eager reference (flags on)", make_ref, group="mxfp4"))
+
+    def make_compiled(M, N):
+        x = inputs.normal(M, N, seed=0).cuda()
+        fn = torch.compile(lambda t: reference.quantize(variant, t))
+        moved = x.numel() * 2 + sum(t.numel() for t in fn(x).values())
+        return (lambda: fn(x)), moved
+
+    out.append(Entry("torch.compile of the reference (flags on)", make_compiled, group="mxfp4"))
+    return out
+
+
+REGISTRY: Dict[str, Callable[[], List[Entry]]] = {"mxfp4": mxfp4_entries}
+
+
+def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None) -> List[Row]:
+    import triton
+    copy = copy_gbps()
+    rows: List[Row] = []
+    for g in groups:
+        for entry in REGISTRY[g]():
+            for M, N in shapes:
+                row = Row(entry.name, g, f"{M}x{N}", kernel_hash=entry.kernel_hash)
+                reason = entry.validate(M, N)
+                if reason:
+                    row.note = f"skipped: {reason}"
+                    rows.append(row)
+                    continue
+                try:
+                    fn, moved = entry.make(M, N)
+                    row.median_ms, row.p20_ms, row.p80_ms = _time(fn)
+                    row.gbps = moved / (row.median_ms * 1e-3) / 1e9
+                    row.pct_copy = 100 * row.gbps / copy
+                except Exception as exc:  # a peer that cannot run is reported, not fatal
+                    row.note = f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                rows.append(row)
+                torch.cuda.empty_cache()
+    meta = {
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        "commit": os.environ.get("QUANTLAY_COMMIT", "unknown"), "copy_gbps": f"{copy:.0f}",
+    }
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(list(meta) + ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", "p80_ms",
+                                     "gbps", "pct_of_copy", "note"])
+            for r in rows:
+                w.writerow(list(meta.values()) + [r.name, r.group, r.shape, r.kernel_hash, f"{r.median_ms:.4f}",
+                                                  f"{r.p20_ms:.4f}", f"{r.p80_ms:.4f}", f"{r.gbps:.0f}",
+                                                  f"{r.pct_copy:.1f}", r.note])
+    print(f"{meta['gpu']}, torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit'][:12]}; "
+          f"copy {copy:.0f} GB/s (read + write)")
+    print(f"{'kernel':48s} {'shape':>11s} {'median ms':>10s} {'GB/s':>7s} {'% copy':>7s}")
+    for r in rows:
+        if r.note:
+            print(f"{r.name:48s} {r.shape:>11s} {r.note}")
+        else:
+            print(f"{r.name:48s} {r.shape:>11s} {r.median_ms:10.4f} {r.gbps:7.0f} {r.pct_copy:6.1f}%")
+    return rows
