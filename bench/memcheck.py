@@ -16,7 +16,7 @@ for e in manifest["files"]:
     if "kernel" not in e:
         continue
     mod = gen.find(e["kernel"], **e["options"])
-    M = 192 if e["options"].get("shuffle_columnwise_data") else 98
+    M = 192 if e["options"].get("shuffle_columnwise_data") else (144 if e["options"].get("shuffle_rowwise_data") else 98)
     N = 320 if e["options"].get("shuffle_rowwise_data") else (176 if e["options"].get("shuffle_columnwise_data") else 166)
     x = inputs.specials(M, N, seed=1).cuda()
     res = mod.quantize(x)

@@ -35,8 +35,9 @@ def test_bit_exact_at_realistic_sizes(mxfp4_kernels, kernel, opts, shape):
 def test_poisoned_ragged_shapes(mxfp4_kernels, opts):
     variant = mxfp4_kernels["mxfp4_cast_transpose_hw"].variant(**opts)
     mod = find("mxfp4_cast_transpose_hw", **opts)
-    M = 704 if opts["shuffle_columnwise_data"] else 1000
-    N = 1344 if opts["shuffle_rowwise_data"] else 1234
+    # not multiples of the tile; multiples of what each enabled preshuffle needs (M % 64 / N % 16 ...)
+    M = 704 if opts["shuffle_columnwise_data"] else (1008 if opts["shuffle_rowwise_data"] else 1000)
+    N = 1344 if opts["shuffle_rowwise_data"] else (1232 if opts["shuffle_columnwise_data"] else 1234)
     for poison in (0x00, 0xAB):
         x = inputs.specials(M, N, seed=5).cuda()
         shapes = mod._shapes(M, N)
