@@ -15,7 +15,8 @@ from quantlay.errors import SpecError
 from .expr import Bin, Const, Expr, Var, cdiv
 from .formats import INPUT_DTYPES, f32_bits
 from .ir import DirectionIR, OutputIR, Setting, VariantIR
-from .layout import COLS, ROWS
+from . import tiles
+from .layout import COLS, ROWS, Chain
 
 TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 
@@ -100,27 +101,51 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
     return ctx
 
 
+def _data_orientation(o: OutputIR):
+    """(orientation, remaining stages) for a packed data output.
+
+    Codes are packed along the last axis of the tile in the output's physical orientation: a leading
+    transpose is done in registers (`tl.trans`), so the stages that remain act on that tile directly.
+    Identity stages (row_major) are dropped.
+    """
+    stages = list(o.chain.stages)
+    orient = "normal"
+    if o.pack_axis == ROWS:
+        assert stages and stages[0].axis_map == (COLS, ROWS), "normalisation puts the transpose first"
+        orient, stages = "transposed", stages[1:]
+    return orient, [st for st in stages if st.axis_map != (ROWS, COLS)]
+
+
+def _bcast(j: int, n: int) -> str:
+    return "[" + ", ".join(":" if i == j else "None" for i in range(n)) + "]"
+
+
 def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable) -> Dict[str, object]:
-    rows, cols = (sizes(e) for e in o.logical)
-    prow, pcol = (sizes(e) for e in o.chain.logical_padding(rows, cols))
-    offset = o.chain.flat(Var("r"), Var("c"), rows, cols, sizes)
+    B = d.block_size
+    plan = None
+    if o.role == "data":
+        orient, stages = _data_orientation(o)
+        logical = o.logical if orient == "normal" else (o.logical[1], o.logical[0])
+        chain = Chain(tuple(stages))
+        tile = ("BLOCK_M", "BLOCK_N // 2") if orient == "normal" else ("BLOCK_N", "BLOCK_M // 2")
+        pids = ("m", "n") if orient == "normal" else ("n", "m")
+        rows, cols = (sizes(e) for e in logical)
+        if len(stages) <= 1 and chain.fill() is None:
+            plan = tiles.plan(stages[0] if stages else None, tile, tuple("pid_" + p for p in pids),
+                              rows, cols, sizes)
+    else:
+        orient, logical, chain = "normal", o.logical, o.chain
+        tile = ("BLOCK_M", "BLOCK_N // %d" % B) if d.block_axis == COLS else ("BLOCK_M // %d" % B, "BLOCK_N")
+        pids = ("m", "n")
+        rows, cols = (sizes(e) for e in logical)
+    prow, pcol = (sizes(e) for e in chain.logical_padding(rows, cols))
+    offset = chain.flat(Var("r"), Var("c"), rows, cols, sizes)
     phys = o.chain.physical_shape(o.logical[0], o.logical[1])
     padded = o.chain.logical_padding(o.logical[0], o.logical[1])
-    B = d.block_size
-    # Index vectors of this output's tile inside a BLOCK_M x BLOCK_N input tile.
-    if o.role == "scale":
-        tile = ("BLOCK_M", "BLOCK_N // %d" % B) if d.block_axis == COLS else ("BLOCK_M // %d" % B, "BLOCK_N")
-    elif o.pack_axis == COLS:
-        tile = ("BLOCK_M", "BLOCK_N // 2")
-    elif o.pack_axis == ROWS:
-        tile = ("BLOCK_M // 2", "BLOCK_N")
-    else:
-        tile = ("BLOCK_M", "BLOCK_N")
     # Input-coordinate extent this output covers (its padding included): the grid must reach it.
     scale_r = 2 if o.pack_axis == ROWS else (B if o.role == "scale" and d.block_axis == ROWS else 1)
     scale_c = 2 if o.pack_axis == COLS else (B if o.role == "scale" and d.block_axis == COLS else 1)
     reqs = []
-    opts = dict(variant.options)
     for stage, param, value, k in o.chain.requirements(o.logical[0], o.logical[1]):
         option = dict(o.conditions).get(stage)
         text = _plain(value)
@@ -136,10 +161,17 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
                      "message": (f"{o.key}: two 4-bit codes share a byte along {dim}, so {dim} must be "
                                  f"even, got {dim} = {{value}}; pad {dim} to an even size")})
     has_pad = padded[0].render() != o.logical[0].render() or padded[1].render() != o.logical[1].render()
+    # Tile multiples the kernel's BLOCK_M / BLOCK_N must respect for the tiled store.
+    tile_mult = (1, 1)
+    if plan is not None:
+        ir, ic = plan.inner
+        tile_mult = (2 * ic, ir) if orient == "transposed" else (ir, 2 * ic)
     return {
         "key": o.key, "role": o.role, "direction": o.direction,
         "ptr": f"{o.key}_ptr",
-        "tile": tile,
+        "orient": orient, "pids": pids, "tile": tile, "plan": plan,
+        "bcast": [_bcast(j, len(plan.dims)) for j in range(len(plan.dims))] if plan else [],
+        "tile_mult": tile_mult,
         "offset": offset.render(),
         "rows": rows.render(), "cols": cols.render(),
         "prows": prow.render(), "pcols": pcol.render(),
@@ -198,9 +230,9 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         directions.append(dctx)
         outputs += [data, scale]
     tr.check()
-    blocks = [d.block_size for d in k.directions]
-    tile_m = max([b for d, b in zip(k.directions, blocks) if d.block_axis == ROWS] + [2])
-    tile_n = max([b for d, b in zip(k.directions, blocks) if d.block_axis == COLS] + [2])
+    import math
+    tile_m = math.lcm(2, *[d.block_size for d in k.directions], *[o["tile_mult"][0] for o in outputs])
+    tile_n = math.lcm(2, *[d.block_size for d in k.directions], *[o["tile_mult"][1] for o in outputs])
     return {
         "name": variant.name,
         "kernel": k.name,
@@ -213,5 +245,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "outputs": outputs,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
+        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 4,
+        "nan_propagate_all": all(d["nan_propagate"] for d in directions),
         "canonical": variant.canonical().splitlines(),
     }

@@ -26,6 +26,8 @@ from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
 
 NAME = "mxfp4_cast_transpose_te__srd0_scd1_wgss1__11f72e2d"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": True}
+BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 4  # default tile (see bench/tune.py)
+BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 32  # what the blocks and tiled layouts need
 LAYOUTS = {
     "rowwise_data": LayoutDescriptor("rowwise", "data", "e2m1", "1x32", "packed(low=even)", None),
     "rowwise_scale": LayoutDescriptor("rowwise", "scale", "e8m0", "1x32", "row_major|e8m0_shuffle", 127),
@@ -35,17 +37,17 @@ LAYOUTS = {
 
 
 @triton.jit
-def _e8m0_rowwise(amax):
-    """rowwise: block amax (fp32, >= 0, NaN already removed) -> E8M0 byte as int32.
+def _e8m0_rowwise(ab):
+    """rowwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
 
     E8M0(mode='even', clamp=(0, 254), zero_amax=127, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
-    bits = amax.to(tl.uint32, bitcast=True)
     # Round the mantissa to 1 + mbits bits (ties up) with an integer add, then read the exponent.
-    e = ((bits + 0x200000) >> 23).to(tl.int32) - 2
+    e = ((ab + 0x200000) >> 23) - 2
     e = tl.minimum(tl.maximum(e, 0), 254)
-    e = tl.where(bits == 0, 127, e)
-    e = tl.where(bits == 0x7F800000, 254, e)
+    e = tl.where(ab == 0, 127, e)
+    e = tl.where(ab == 0x7F800000, 254, e)
+    e = tl.where(ab > 0x7F800000, 255, e)
     return e
 
 
@@ -68,17 +70,17 @@ def _encode_rowwise(q):
 
 
 @triton.jit
-def _e8m0_colwise(amax):
-    """colwise: block amax (fp32, >= 0, NaN already removed) -> E8M0 byte as int32.
+def _e8m0_colwise(ab):
+    """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
 
     E8M0(mode='even', clamp=(0, 254), zero_amax=127, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
-    bits = amax.to(tl.uint32, bitcast=True)
     # Round the mantissa to 1 + mbits bits (ties up) with an integer add, then read the exponent.
-    e = ((bits + 0x200000) >> 23).to(tl.int32) - 2
+    e = ((ab + 0x200000) >> 23) - 2
     e = tl.minimum(tl.maximum(e, 0), 254)
-    e = tl.where(bits == 0, 127, e)
-    e = tl.where(bits == 0x7F800000, 254, e)
+    e = tl.where(ab == 0, 127, e)
+    e = tl.where(ab == 0x7F800000, 254, e)
+    e = tl.where(ab > 0x7F800000, 255, e)
     return e
 
 
@@ -101,9 +103,12 @@ def _encode_colwise(q):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr):
-    """One BLOCK_M x BLOCK_N input tile, read once; every direction quantized from registers."""
+def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr):
+    """One BLOCK_M x BLOCK_N input tile, read once; every direction quantized from registers.
+
+    EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
+    """
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
@@ -111,28 +116,38 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    in_bounds = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
-    xi = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :], mask=in_bounds, other=0)
-    x = (xi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    if EVEN:
+        xi = tl.load(x_ptrs)
+    else:
+        xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
+    xb = xi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+    x = xb.to(tl.float32, bitcast=True)
+    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
+    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
 
 
     # ---- rowwise: blocks 1x32 (one E8M0 per 32 elements along cols)
-    xb = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32])
-    isnan = xb != xb
-    amax = tl.max(tl.where(isnan, 0.0, tl.abs(xb)), axis=2)
-    e_rowwise = _e8m0_rowwise(amax)
-    e_rowwise = tl.where(tl.max(isnan.to(tl.int32), axis=2) > 0, 255, e_rowwise)
-    q = tl.reshape(xb * _multiplier_rowwise(e_rowwise)[:, :, None], [BLOCK_M, BLOCK_N])
-    codes_rowwise = _encode_rowwise(q)
+    e_rowwise = _e8m0_rowwise(tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2))
+    q = tl.reshape(tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32])
+                   * _multiplier_rowwise(e_rowwise)[:, :, None], [BLOCK_M, BLOCK_N])
+    codes = _encode_rowwise(q)
 
-    lo, hi = tl.split(tl.reshape(codes_rowwise, [BLOCK_M, BLOCK_N // 2, 2]))
+    lo, hi = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
     packed = lo | (hi << 4)
 
     r = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     c = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
-    tl.store(rowwise_data_ptr + ((r * s0) + c), (packed).to(tl.uint8), mask=(r < M) & (c < s0))
+    if not EVEN:  # carry the in-bounds bit through the permute with the value
+        packed = packed | (((r < M) & (c < s0)).to(tl.int32) << 8)
+    v = packed
+    off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * s0 + (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+    if EVEN:
+        tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+    else:
+        tl.store(rowwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
 
     r = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     c = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -141,25 +156,30 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
     # ---- colwise: blocks 32x1 (one E8M0 per 32 elements along rows)
-    xb = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N])
-    isnan = xb != xb
-    amax = tl.max(tl.where(isnan, 0.0, tl.abs(xb)), axis=1)
-    e_colwise = _e8m0_colwise(amax)
-    e_colwise = tl.where(tl.max(isnan.to(tl.int32), axis=1) > 0, 255, e_colwise)
-    q = tl.reshape(xb * _multiplier_colwise(e_colwise)[:, None, :], [BLOCK_M, BLOCK_N])
-    codes_colwise = _encode_colwise(q)
+    e_colwise = _e8m0_colwise(tl.max(tl.reshape(ab, [BLOCK_M // 32, 32, BLOCK_N]), axis=1))
+    q = tl.reshape(tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N])
+                   * _multiplier_colwise(e_colwise)[:, None, :], [BLOCK_M, BLOCK_N])
+    codes = _encode_colwise(q)
 
-    lo, hi = tl.split(tl.permute(tl.reshape(codes_colwise, [BLOCK_M // 2, 2, BLOCK_N]), (0, 2, 1)))
+    codes = tl.trans(codes.to(tl.uint8)).to(tl.int32)  # physical orientation: [BLOCK_N, BLOCK_M]
+    lo, hi = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
     packed = lo | (hi << 4)
 
-    r = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[:, None]
-    c = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    tl.store(colwise_data_ptr + (((((((((c // 16) * s8) + (r // 32)) * 2) + ((r // 16) % 2)) * 16) + (c % 16)) * 16) + (r % 16)), (packed).to(tl.uint8), mask=(r < s6) & (c < N))
+    r = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+    c = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+    if not EVEN:  # carry the in-bounds bit through the permute with the value
+        packed = packed | (((r < N) & (c < s6)).to(tl.int32) << 8)
+    v = tl.permute(tl.reshape(packed, [(BLOCK_N) // 16, 16, (BLOCK_M // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
+    off = (pid_n * ((BLOCK_N) // 16) + tl.arange(0, (BLOCK_N) // 16))[:, None, None, None, None] * s9 + (pid_m * ((BLOCK_M // 2) // 32) + tl.arange(0, (BLOCK_M // 2) // 32))[None, :, None, None, None] * 512 + (tl.arange(0, 2))[None, None, :, None, None] * 256 + (tl.arange(0, 16))[None, None, None, :, None] * 16 + (tl.arange(0, 16))[None, None, None, None, :]
+    if EVEN:
+        tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+    else:
+        tl.store(colwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
 
     r = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
     c = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    val = tl.where((r < s9) & (c < N), e_colwise, 127)
-    tl.store(colwise_scale_ptr + (((((((((((c // 32) * s13) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), val.to(tl.uint8), mask=(r < s10) & (c < s11))
+    val = tl.where((r < s10) & (c < N), e_colwise, 127)
+    tl.store(colwise_scale_ptr + (((((((((((c // 32) * s14) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), val.to(tl.uint8), mask=(r < s11) & (c < s12))
 
 
 def _sizes(M, N):
@@ -173,12 +193,13 @@ def _sizes(M, N):
     s6 = (M // 2)
     s7 = (N // 16)
     s8 = (s6 // 32)
-    s9 = ((M + 31) // 32)
-    s10 = (((s9 + 7) // 8) * 8)
-    s11 = (((N + 255) // 256) * 256)
-    s12 = (s11 // 32)
-    s13 = (s10 // 8)
-    return (s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, )
+    s9 = (((s8 * 2) * 16) * 16)
+    s10 = ((M + 31) // 32)
+    s11 = (((s10 + 7) // 8) * 8)
+    s12 = (((N + 255) // 256) * 256)
+    s13 = (s12 // 32)
+    s14 = (s11 // 8)
+    return (s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, )
 
 
 def _check(M, N):
@@ -211,23 +232,24 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out)
-    block_m = block_m or max(32, 64)
-    block_n = block_n or max(32, 64)
-    if block_m % 32 or block_n % 32:
-        raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes)")
+    block_m = block_m or max(64, BLOCK_M)
+    block_n = block_n or max(32, BLOCK_N)
+    if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
+        raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 64x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 255) // 256) * 256)) * 1, ((M // 2)) * 2, ((((((M + 31) // 32) + 7) // 8) * 8)) * 32)
     cols = max(N, ((N // 2)) * 2, ((((((N + 31) // 32) + 7) // 8) * 8)) * 32, (N) * 1, ((((N + 255) // 256) * 256)) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
-    kwargs = {} if num_warps is None else {"num_warps": num_warps}
+    even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
+    kwargs = {"num_warps": num_warps or NUM_WARPS}
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
-                           BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, **kwargs)
+                           BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even, **kwargs)
     return QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
 
 
 @triton.jit
-def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
+def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr):
     """Reads packed(low=even) data and row_major|e8m0_shuffle scales; writes fp32 [M, N]."""
     pid_m = tl.program_id(0)
@@ -263,7 +285,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
 
 
 @triton.jit
-def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
+def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr):
     """Reads transpose|packed(low=even)|preshuffle16x16 data and transpose|e8m0_shuffle scales; writes fp32 [M, N]."""
     pid_m = tl.program_id(0)
@@ -274,14 +296,14 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
     n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
     in_bounds = (m < M) & (n < N)
-    r = m // 2
-    c = n
+    r = n  # the data offset is written in the transposed (physical) orientation
+    c = m // 2
     shift = ((m % 2) if True else (1 - m % 2)) * 4
-    byte = tl.load(data_ptr + (((((((((c // 16) * s8) + (r // 32)) * 2) + ((r // 16) % 2)) * 16) + (c % 16)) * 16) + (r % 16)), mask=in_bounds, other=0).to(tl.int32)
+    byte = tl.load(data_ptr + (((((((((r // 16) * s8) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), mask=in_bounds, other=0).to(tl.int32)
     code = (byte >> shift) & 0xF
     r = m // 32
     c = n
-    e = tl.load(scale_ptr + (((((((((((c // 32) * s13) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), mask=in_bounds, other=127).to(tl.int32)
+    e = tl.load(scale_ptr + (((((((((((c // 32) * s14) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), mask=in_bounds, other=127).to(tl.int32)
     scale = tl.where(e == 0, 0x400000, e << 23)
     scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
     mag = code & 7
