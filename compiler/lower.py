@@ -83,6 +83,7 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
         "axis": "cols" if d.block_axis == COLS else "rows",
         "block": f"{d.block[0]}x{d.block[1]}",
         "thresholds": thresholds,
+        "ties": el.ties,
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
         "max_code": len(el.GRID) - 1,

@@ -62,11 +62,19 @@ def _multiplier_rowwise(e):
 
 @triton.jit
 def _encode_rowwise(q):
-    """rowwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='away', zero_sign='negative_only', nan=0)"""
+    """rowwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='away', zero_sign='negative_only', nan=0)
+
+    Integer rounding of the fp32 pattern: for |q| >= 1, re-bias the exponent so that the E2M1 code is
+    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact for every value that can reach
+    a rounding boundary), so the code is mantissa >> 22. Adding the tie rule's constant before the
+    shift rounds (away); min(., 7) saturates finite overflow and Inf.
+    """
     a = tl.abs(q)
-    mag = (a >= 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a >= 1.25).to(tl.int32) + (a >= 1.75).to(tl.int32) + (a >= 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a >= 5.0).to(tl.int32)
-    neg = (q < 0.0).to(tl.int32)
-    return tl.where(q != q, 0, mag | (neg << 3))
+    v = tl.where(a < 1.0, (a + 1.0).to(tl.int32, bitcast=True) - 0x3F800000,
+                 a.to(tl.int32, bitcast=True) - 0x3F000000)
+    mag = tl.minimum((v + 0x200000) >> 22, 7)
+    code = mag | tl.where(q < 0.0, 8, 0)
+    return tl.where(q != q, 0, code)
 
 
 @triton.jit
@@ -95,11 +103,19 @@ def _multiplier_colwise(e):
 
 @triton.jit
 def _encode_colwise(q):
-    """colwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='away', zero_sign='negative_only', nan=0)"""
+    """colwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='away', zero_sign='negative_only', nan=0)
+
+    Integer rounding of the fp32 pattern: for |q| >= 1, re-bias the exponent so that the E2M1 code is
+    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact for every value that can reach
+    a rounding boundary), so the code is mantissa >> 22. Adding the tie rule's constant before the
+    shift rounds (away); min(., 7) saturates finite overflow and Inf.
+    """
     a = tl.abs(q)
-    mag = (a >= 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a >= 1.25).to(tl.int32) + (a >= 1.75).to(tl.int32) + (a >= 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a >= 5.0).to(tl.int32)
-    neg = (q < 0.0).to(tl.int32)
-    return tl.where(q != q, 0, mag | (neg << 3))
+    v = tl.where(a < 1.0, (a + 1.0).to(tl.int32, bitcast=True) - 0x3F800000,
+                 a.to(tl.int32, bitcast=True) - 0x3F000000)
+    mag = tl.minimum((v + 0x200000) >> 22, 7)
+    code = mag | tl.where(q < 0.0, 8, 0)
+    return tl.where(q != q, 0, code)
 
 
 @triton.jit

@@ -1,0 +1,64 @@
+"""Compile a generated kernel for sm_90 without a GPU and count its SASS instructions.
+
+    python bench/sass.py KERNEL [--flags on|off] [--bm 64 --bn 64 --warps 4]
+
+Reads what costs no GPU time: registers, spills, instruction mix (loads/stores and their widths).
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+
+os.environ.pop("TRITON_INTERPRET", None)
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from quantlay.generated import find  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("kernel", nargs="?", default="mxfp4_cast_transpose_hw")
+p.add_argument("--flags", default="on")
+p.add_argument("--bm", type=int, default=64)
+p.add_argument("--bn", type=int, default=64)
+p.add_argument("--warps", type=int, default=4)
+p.add_argument("--dump", action="store_true")
+a = p.parse_args()
+mod = find(a.kernel, **{k: a.flags == "on" for k in ("shuffle_rowwise_data", "shuffle_columnwise_data",
+                                                     "with_gemm_swizzled_scales")})
+fn = mod._quantize_kernel
+sig = {}
+consts = {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": True}
+for name in fn.arg_names:
+    if name in consts:
+        sig[name] = "constexpr"
+    elif name.endswith("_ptr"):
+        sig[name] = "*i16" if name == "x_ptr" else "*u8"
+    else:
+        sig[name] = "i32"
+attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n not in consts}
+src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()}, attrs=attrs)
+k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a.warps})
+cubin = os.path.join(tempfile.mkdtemp(), "k.cubin")
+open(cubin, "wb").write(k.asm["cubin"])
+tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+sass = subprocess.run([tool, "-sass", cubin], capture_output=True, text=True).stdout
+ops = collections.Counter()
+for line in sass.splitlines():
+    m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", line)
+    if m:
+        ops[m.group(2)] += 1
+total = sum(ops.values())
+elems = a.bm * a.bn
+regs = re.search(r"REG:(\d+)", subprocess.run([tool.replace("cuobjdump", "cuobjdump"), "-res-usage", cubin],
+                                                capture_output=True, text=True).stdout)
+print(f"{mod.NAME} tile {a.bm}x{a.bn} warps {a.warps}: regs {regs.group(1) if regs else '?'} "
+      f"shared {k.metadata.shared} bytes; {total} SASS instructions "
+      f"= {total * 32 * a.warps / elems:.1f} lane-instructions per element")
+for op, n in ops.most_common(25):
+    print(f"  {op:24s} {n}")
+if a.dump:
+    open("/tmp/kernel.sass", "w").write(sass)
+    open("/tmp/kernel.ttgir", "w").write(k.asm["ttgir"])
