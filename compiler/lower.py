@@ -77,9 +77,13 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
     for key in ("mode", "clamp", "zero_amax", "inf_amax", "nan_amax", "nan_in_amax", "e0_multiplier"):
         tr.use(scope, f"scale.{key}")
     thresholds = [(_py_float(t), ">=" if up else ">") for t, up in el.thresholds()]
+    oriented = d.block_axis == ROWS
     ctx = {
         "name": d.name,
         "B": d.block_size,
+        "oriented": oriented,
+        "R": "BLOCK_N" if oriented else "BLOCK_M",
+        "C": "BLOCK_M" if oriented else "BLOCK_N",
         "axis": "cols" if d.block_axis == COLS else "rows",
         "block": f"{d.block[0]}x{d.block[1]}",
         "thresholds": thresholds,
@@ -102,19 +106,22 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
     return ctx
 
 
-def _data_orientation(o: OutputIR):
-    """(orientation, remaining stages) for a packed data output.
+def _oriented(o: OutputIR, d: DirectionIR):
+    """How the kernel addresses an output tile.
 
-    Codes are packed along the last axis of the tile in the output's physical orientation: a leading
-    transpose is done in registers (`tl.trans`), so the stages that remain act on that tile directly.
-    Identity stages (row_major) are dropped.
+    Each direction works on a tile whose last axis is its block axis: rowwise on the input tile
+    [BLOCK_M, BLOCK_N], colwise on its transpose [BLOCK_N, BLOCK_M]. An output whose layout starts with
+    that same transpose is addressed in the tile's own coordinates by the remaining stages (so the
+    data tile can be stored in physical order); otherwise the full chain is applied to logical
+    coordinates. Identity stages (row_major) are dropped. Returns (use_tile_coords, stages).
     """
-    stages = list(o.chain.stages)
-    orient = "normal"
-    if o.pack_axis == ROWS:
-        assert stages and stages[0].axis_map == (COLS, ROWS), "normalisation puts the transpose first"
-        orient, stages = "transposed", stages[1:]
-    return orient, [st for st in stages if st.axis_map != (ROWS, COLS)]
+    stages = list(zip(o.chain.stages, o.chain.fills or (None,) * len(o.chain.stages)))
+    oriented = d.block_axis == ROWS
+    if oriented and stages and stages[0][0].axis_map == (COLS, ROWS):
+        return True, [sf for sf in stages[1:] if sf[0].axis_map != (ROWS, COLS)]
+    if not oriented:
+        return True, [sf for sf in stages if sf[0].axis_map != (ROWS, COLS)]
+    return False, stages
 
 
 def _bcast(j: int, n: int) -> str:
@@ -123,22 +130,29 @@ def _bcast(j: int, n: int) -> str:
 
 def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable) -> Dict[str, object]:
     B = d.block_size
-    plan = None
-    if o.role == "data":
-        orient, stages = _data_orientation(o)
-        logical = o.logical if orient == "normal" else (o.logical[1], o.logical[0])
-        chain = Chain(tuple(stages))
-        tile = ("BLOCK_M", "BLOCK_N // 2") if orient == "normal" else ("BLOCK_N", "BLOCK_M // 2")
-        pids = ("m", "n") if orient == "normal" else ("n", "m")
-        rows, cols = (sizes(e) for e in logical)
-        if len(stages) <= 1 and chain.fill() is None:
-            plan = tiles.plan(stages[0] if stages else None, tile, tuple("pid_" + p for p in pids),
-                              rows, cols, sizes)
+    oriented = d.block_axis == ROWS  # the direction's tile is the transposed input tile
+    if o.role == "data" and o.pack_axis is not None and o.pack_axis != d.block_axis:
+        raise SpecError(f"{o.key}: packing along the {'rows' if o.pack_axis == ROWS else 'cols'} of a "
+                        f"{d.name} direction is not supported by the MX template; pack along the block axis "
+                        f"(for colwise data, store it as transpose | packed(...))",
+                        line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
+    # Tile of this output in the direction's orientation, and the program ids of its two axes.
+    width = "2" if o.role == "data" and o.pack_axis is not None else ("1" if o.role == "data" else str(B))
+    tile = ("BLOCK_N", f"BLOCK_M // {width}") if oriented else ("BLOCK_M", f"BLOCK_N // {width}")
+    tile = tuple(t.replace(" // 1", "") for t in tile)
+    pids = ("n", "m") if oriented else ("m", "n")
+    tile_coords, stages = _oriented(o, d)
+    if tile_coords:
+        logical = (o.logical[1], o.logical[0]) if oriented else o.logical
+        chain = Chain(tuple(st for st, _ in stages), tuple(f for _, f in stages))
+        rc = ("ti", "tj")
     else:
-        orient, logical, chain = "normal", o.logical, o.chain
-        tile = ("BLOCK_M", "BLOCK_N // %d" % B) if d.block_axis == COLS else ("BLOCK_M // %d" % B, "BLOCK_N")
-        pids = ("m", "n")
-        rows, cols = (sizes(e) for e in logical)
+        logical, chain, rc = o.logical, o.chain, ("tj", "ti")
+    rows, cols = (sizes(e) for e in logical)
+    plan = None
+    if o.role == "data" and tile_coords and len(stages) <= 1 and chain.fill() is None:
+        plan = tiles.plan(stages[0][0] if stages else None, tile, tuple("pid_" + p for p in pids), rows, cols,
+                          sizes)
     prow, pcol = (sizes(e) for e in chain.logical_padding(rows, cols))
     offset = chain.flat(Var("r"), Var("c"), rows, cols, sizes)
     phys = o.chain.physical_shape(o.logical[0], o.logical[1])
@@ -166,11 +180,12 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     tile_mult = (1, 1)
     if plan is not None:
         ir, ic = plan.inner
-        tile_mult = (2 * ic, ir) if orient == "transposed" else (ir, 2 * ic)
+        w = int(width)
+        tile_mult = (w * ic, ir) if oriented else (ir, w * ic)
     return {
         "key": o.key, "role": o.role, "direction": o.direction,
         "ptr": f"{o.key}_ptr",
-        "orient": orient, "pids": pids, "tile": tile, "plan": plan,
+        "pids": pids, "tile": tile, "plan": plan, "rc": rc,
         "bcast": [_bcast(j, len(plan.dims)) for j in range(len(plan.dims))] if plan else [],
         "tile_mult": tile_mult,
         "offset": offset.render(),

@@ -64,16 +64,16 @@ def _multiplier_rowwise(e):
 def _encode_rowwise(q):
     """rowwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='even', zero_sign='sign_bit', nan=7)
 
-    Integer rounding of the fp32 pattern: for |q| >= 1, re-bias the exponent so that the E2M1 code is
-    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact for every value that can reach
-    a rounding boundary), so the code is mantissa >> 22. Adding the tie rule's constant before the
-    shift rounds (even); min(., 7) saturates finite overflow and Inf.
+    Integer rounding of the fp32 pattern. For |q| >= 1, re-biasing the exponent makes the E2M1 code
+    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact wherever a rounding boundary is
+    near), so the code is mantissa >> 22. The right candidate is always the larger one, so a max
+    picks it without a compare. Adding the tie rule's constant before the shift rounds
+    (even); min(., 7) saturates finite overflow and Inf.
     """
-    a = tl.abs(q)
-    v = tl.where(a < 1.0, (a + 1.0).to(tl.int32, bitcast=True) - 0x3F800000,
-                 a.to(tl.int32, bitcast=True) - 0x3F000000)
+    u = q.to(tl.int32, bitcast=True)
+    v = tl.maximum((tl.abs(q) + 1.0).to(tl.int32, bitcast=True) - 0x3F800000, (u & 0x7FFFFFFF) - 0x3F000000)
     mag = tl.minimum((v + (0x1FFFFF + ((v >> 22) & 1))) >> 22, 7)
-    code = mag | ((q.to(tl.int32, bitcast=True) >> 28) & 8)
+    code = mag | ((u >> 28) & 8)
     return tl.where(q != q, 7, code)
 
 
@@ -105,16 +105,16 @@ def _multiplier_colwise(e):
 def _encode_colwise(q):
     """colwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='even', zero_sign='sign_bit', nan=7)
 
-    Integer rounding of the fp32 pattern: for |q| >= 1, re-bias the exponent so that the E2M1 code is
-    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact for every value that can reach
-    a rounding boundary), so the code is mantissa >> 22. Adding the tie rule's constant before the
-    shift rounds (even); min(., 7) saturates finite overflow and Inf.
+    Integer rounding of the fp32 pattern. For |q| >= 1, re-biasing the exponent makes the E2M1 code
+    bits >> 22; for |q| < 1, |q| + 1.0 puts |q| in the mantissa (exact wherever a rounding boundary is
+    near), so the code is mantissa >> 22. The right candidate is always the larger one, so a max
+    picks it without a compare. Adding the tie rule's constant before the shift rounds
+    (even); min(., 7) saturates finite overflow and Inf.
     """
-    a = tl.abs(q)
-    v = tl.where(a < 1.0, (a + 1.0).to(tl.int32, bitcast=True) - 0x3F800000,
-                 a.to(tl.int32, bitcast=True) - 0x3F000000)
+    u = q.to(tl.int32, bitcast=True)
+    v = tl.maximum((tl.abs(q) + 1.0).to(tl.int32, bitcast=True) - 0x3F800000, (u & 0x7FFFFFFF) - 0x3F000000)
     mag = tl.minimum((v + (0x1FFFFF + ((v >> 22) & 1))) >> 22, 7)
-    code = mag | ((q.to(tl.int32, bitcast=True) >> 28) & 8)
+    code = mag | ((u >> 28) & 8)
     return tl.where(q != q, 7, code)
 
 
@@ -139,23 +139,23 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         xi = tl.load(x_ptrs)
     else:
         xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
-    xb = xi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+
+
+    # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+    xt = xi
+    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-
-
-    # ---- rowwise: blocks 1x32 (one E8M0 per 32 elements along cols)
     e_rowwise = _e8m0_rowwise(tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2))
-    q = tl.reshape(tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32])
-                   * _multiplier_rowwise(e_rowwise)[:, :, None], [BLOCK_M, BLOCK_N])
-    codes = _encode_rowwise(q)
+    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * _multiplier_rowwise(e_rowwise)[:, :, None, None]
+    q_even, q_odd = tl.split(q)
+    packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
 
-    lo, hi = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
-    packed = lo | (hi << 4)
-
-    r = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    c = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+    tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+    r = ti
+    c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
         packed = packed | (((r < M) & (c < s0)).to(tl.int32) << 8)
     v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
@@ -165,24 +165,29 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:
         tl.store(rowwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
 
-    r = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    c = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
+    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+    tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
+    r = ti
+    c = tj
     val = tl.where((r < M) & (c < s4), e_rowwise, 127)
     tl.store(rowwise_scale_ptr + (((((((((((r // 32) * s8) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), val.to(tl.uint8), mask=(r < s5) & (c < s6))
 
 
-    # ---- colwise: blocks 32x1 (one E8M0 per 32 elements along rows)
-    e_colwise = _e8m0_colwise(tl.max(tl.reshape(ab, [BLOCK_M // 32, 32, BLOCK_N]), axis=1))
-    q = tl.reshape(tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N])
-                   * _multiplier_colwise(e_colwise)[:, None, :], [BLOCK_M, BLOCK_N])
-    codes = _encode_colwise(q)
+    # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
+    xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
+    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+    x = xb.to(tl.float32, bitcast=True)
+    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
+    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
+    e_colwise = _e8m0_colwise(tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2))
+    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * _multiplier_colwise(e_colwise)[:, :, None, None]
+    q_even, q_odd = tl.split(q)
+    packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
 
-    codes = tl.trans(codes.to(tl.uint8)).to(tl.int32)  # physical orientation: [BLOCK_N, BLOCK_M]
-    lo, hi = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
-    packed = lo | (hi << 4)
-
-    r = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    c = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+    tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+    r = ti
+    c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
         packed = packed | (((r < N) & (c < s9)).to(tl.int32) << 8)
     v = tl.permute(tl.reshape(packed, [(BLOCK_N) // 16, 16, (BLOCK_M // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
@@ -192,10 +197,12 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:
         tl.store(colwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
 
-    r = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
-    c = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    val = tl.where((r < s13) & (c < N), e_colwise, 127)
-    tl.store(colwise_scale_ptr + (((((((((((c // 32) * s17) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), val.to(tl.uint8), mask=(r < s14) & (c < s15))
+    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+    tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
+    r = ti
+    c = tj
+    val = tl.where((r < N) & (c < s13), e_colwise, 127)
+    tl.store(colwise_scale_ptr + (((((((((((r // 32) * s17) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), val.to(tl.uint8), mask=(r < s14) & (c < s15))
 
 
 def _sizes(M, N):
@@ -214,10 +221,10 @@ def _sizes(M, N):
     s11 = (s9 // 32)
     s12 = (((s11 * 2) * 16) * 16)
     s13 = ((M + 31) // 32)
-    s14 = (((s13 + 7) // 8) * 8)
-    s15 = (((N + 255) // 256) * 256)
-    s16 = (s15 // 32)
-    s17 = (s14 // 8)
+    s14 = (((N + 255) // 256) * 256)
+    s15 = (((s13 + 7) // 8) * 8)
+    s16 = (s14 // 32)
+    s17 = (s15 // 8)
     return (s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, )
 
 
@@ -281,13 +288,17 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
     n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
     in_bounds = (m < M) & (n < N)
-    r = m
-    c = n // 2
+    ti = m
+    tj = n // 2
     shift = ((n % 2) if True else (1 - n % 2)) * 4
+    r = ti
+    c = tj
     byte = tl.load(data_ptr + (((((((((r // 16) * s2) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), mask=in_bounds, other=0).to(tl.int32)
     code = (byte >> shift) & 0xF
-    r = m
-    c = n // 32
+    ti = m
+    tj = n // 32
+    r = ti
+    c = tj
     e = tl.load(scale_ptr + (((((((((((r // 32) * s8) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), mask=in_bounds, other=127).to(tl.int32)
     scale = tl.where(e == 0, 0x400000, e << 23)
     scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
@@ -317,14 +328,19 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
     n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
     in_bounds = (m < M) & (n < N)
-    r = n  # the data offset is written in the transposed (physical) orientation
-    c = m // 2
+    # the layouts are addressed in the direction's tile coordinates: [N, M] for colwise
+    ti = n
+    tj = m // 2
     shift = ((m % 2) if True else (1 - m % 2)) * 4
+    r = ti
+    c = tj
     byte = tl.load(data_ptr + (((((((((r // 16) * s11) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), mask=in_bounds, other=0).to(tl.int32)
     code = (byte >> shift) & 0xF
-    r = m // 32
-    c = n
-    e = tl.load(scale_ptr + (((((((((((c // 32) * s17) + (r // 8)) * 4) + (r % 4)) * 16) + (c % 16)) * 2) + ((r // 4) % 2)) * 2) + ((c // 16) % 2)), mask=in_bounds, other=127).to(tl.int32)
+    ti = n
+    tj = m // 32
+    r = ti
+    c = tj
+    e = tl.load(scale_ptr + (((((((((((r // 32) * s17) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), mask=in_bounds, other=127).to(tl.int32)
     scale = tl.where(e == 0, 0x400000, e << 23)
     scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
     mag = code & 7

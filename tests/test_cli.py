@@ -30,7 +30,7 @@ kernel small_rne(x: bf16[M, N]) {
     colwise blocks 32x1 {
         element e2m1(ties: zero, zero_sign: positive, nan: 0)
         scale e8m0(mode: floor, zero_amax: 127)
-        store data as packed(low: odd)
+        store data as transpose | packed(low: odd)
         store scale as row_major
     }
 }
