@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple, Union
 
 from quantlay.dsl import ast
 from quantlay.dsl.parser import parse
+from quantlay.errors import SpecError
 
 from . import ir
 
@@ -28,6 +29,9 @@ def read(spec: Union[str, Path]) -> Tuple[str, Optional[str]]:
     """A spec path or spec text -> (text, display path)."""
     if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith(".ql")):
         p = Path(spec)
+        if not p.is_file():
+            raise SpecError(f"spec file {str(p)!r} does not exist",
+                            hint="pass a path to a .ql file, or the spec text itself")
         return p.read_text(), display_path(p)
     return str(spec), None
 
