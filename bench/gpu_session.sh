@@ -13,7 +13,7 @@ for s in $STAGES; do
   case $s in
     tests) timeout 300 python3 -m pytest -q ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     memcheck) timeout 400 compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
-    tune) timeout 300 python3 bench/tune.py 2>&1 | tee "$OUT/tune.log" | tail -30 ;;
+    tune) timeout 300 python3 -m quantlay.cli tune 2>&1 | tee "$OUT/tune.log" | tail -30; cp compiler/tuning.json "$OUT/" ;;
     bench) timeout 400 python3 -m quantlay.cli bench --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -20 ;;
   esac
 done

@@ -115,6 +115,24 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_tune(args) -> int:
+    import torch
+    if not torch.cuda.is_available():
+        print("error: quantlay tune needs a CUDA device", file=sys.stderr)
+        return 2
+    from .tune import tune
+    variants = []
+    for flags in args.flags.split(","):
+        from . import spec as specmod
+        for p in specmod.shipped_specs():
+            for k in specmod.load(p):
+                if k.name == args.kernel:
+                    variants.append((k.name, dict.fromkeys(k.options, flags == "on")))
+    for w in tune(variants, shape=tuple(int(v) for v in args.shape.split("x"))):
+        print(f"best {w['kernel']}: {w['block_m']}x{w['block_n']} warps {w['num_warps']} ({w['median_ms']} ms)")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import warnings
     # The interpreter computes with NumPy, which warns where fp32 overflows to Inf as specified.
@@ -144,6 +162,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement")
     b.set_defaults(fn=_cmd_bench)
+    t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
+    t.add_argument("--kernel", default="mxfp4_cast_transpose_hw")
+    t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
+    t.add_argument("--shape", default="8192x8192")
+    t.set_defaults(fn=_cmd_tune)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -261,7 +261,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "outputs": outputs,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
-        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 4,
+        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 2,
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),
         "canonical": variant.canonical().splitlines(),
     }

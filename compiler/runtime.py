@@ -164,3 +164,11 @@ def needs_int64(*numels: int) -> bool:
 
 def descriptor_fields() -> Tuple[str, ...]:
     return tuple(f.name for f in fields(LayoutDescriptor))
+
+
+def tuned(kernel: str, device: torch.device):
+    """The committed tuned tile for `kernel` on this GPU and Triton version (None off CUDA)."""
+    if device.type != "cuda":
+        return None
+    from .tune import lookup
+    return lookup(kernel, device.index or 0)

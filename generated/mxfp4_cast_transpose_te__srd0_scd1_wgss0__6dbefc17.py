@@ -26,7 +26,7 @@ from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
 
 NAME = "mxfp4_cast_transpose_te__srd0_scd1_wgss0__6dbefc17"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": False}
-BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 4  # default tile (see bench/tune.py)
+BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (see bench/tune.py)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 32  # what the blocks and tiled layouts need
 LAYOUTS = {
     "rowwise_data": LayoutDescriptor("rowwise", "data", "e2m1", "1x32", "packed(low=even)", None),
@@ -245,8 +245,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out)
-    block_m = block_m or max(64, BLOCK_M)
-    block_n = block_n or max(32, BLOCK_N)
+    tuned = runtime.tuned(NAME, x2.device)  # committed table (quantlay tune), else the template default
+    block_m = block_m or (tuned[0] if tuned else BLOCK_M)
+    block_n = block_n or (tuned[1] if tuned else BLOCK_N)
+    num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 64x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, ((M // 2)) * 2, (((M + 31) // 32)) * 32)
@@ -254,7 +256,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
-    kwargs = {"num_warps": num_warps or NUM_WARPS}
+    kwargs = {"num_warps": num_warps}
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even, **kwargs)
     return QuantizedResult(NAME, {
