@@ -4,6 +4,8 @@
     quantlay show SPEC              print the IR: formats, blocks, layouts with shape formulas
     quantlay verify SPEC            prove bit-exactness and that every option changes the output
     quantlay demo                   the 60-second tour: generate, run, check against the reference
+    quantlay compare SPEC --against MOD:FN --binding B.toml   diagnose a hand-written kernel
+    quantlay bench / quantlay tune  (GPU) speed against a same-run copy; tile tuning table
 """
 from __future__ import annotations
 
@@ -133,6 +135,19 @@ def _cmd_tune(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    import torch
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from .compare import BindingError, run
+    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
+    try:
+        return run(args.spec, args.against, args.binding, shapes, json_path=args.json)
+    except BindingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import warnings
     # The interpreter computes with NumPy, which warns where fp32 overflows to Inf as specified.
@@ -167,6 +182,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
     t.add_argument("--shape", default="8192x8192")
     t.set_defaults(fn=_cmd_tune)
+    c = sub.add_parser("compare", help="compare a hand-written kernel with the generated one and diagnose")
+    c.add_argument("spec")
+    c.add_argument("--against", required=True, help="package.module:function of the hand-written kernel")
+    c.add_argument("--binding", required=True, help="TOML file: outputs, options, how to call it")
+    c.add_argument("--shapes", default="256x512")
+    c.add_argument("--json", default=None, help="write the full report as JSON")
+    c.set_defaults(fn=_cmd_compare)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

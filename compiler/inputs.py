@@ -56,4 +56,35 @@ def specials(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tenso
     return x.to(dtype)
 
 
+def _blocks_of(M: int, N: int, value_fn, seed: int, dtype) -> torch.Tensor:
+    """Random normals with every third 32x32 block replaced by `value_fn(block)`."""
+    x = normal(M, N, dtype=torch.float32, seed=seed)
+    r = torch.arange(M)[:, None] // 32
+    c = torch.arange(N)[None, :] // 32
+    return torch.where((r + c) % 3 == 0, value_fn(x), x).to(dtype)
+
+
+def zeros(M, N, dtype=torch.bfloat16, seed=0):
+    return _blocks_of(M, N, lambda x: torch.zeros_like(x), seed, dtype)
+
+
+def subnormals(M, N, dtype=torch.bfloat16, seed=0):
+    return _blocks_of(M, N, lambda x: x * torch.finfo(dtype).tiny / 16, seed, dtype)
+
+
+def infs(M, N, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed + 1)
+    return _blocks_of(M, N, lambda x: torch.where(torch.rand(x.shape, generator=g) < 0.05,
+                                                   torch.sign(x) * float("inf"), x), seed, dtype)
+
+
+def nans(M, N, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed + 2)
+    return _blocks_of(M, N, lambda x: torch.where(torch.rand(x.shape, generator=g) < 0.05,
+                                                   torch.full_like(x, float("nan")), x), seed, dtype)
+
+
 CLASSES: Dict[str, Callable[..., torch.Tensor]] = {"normal": normal, "ties": ties, "specials": specials}
+# compare reports each special class on its own, so a difference is attributed to its cause
+COMPARE_CLASSES: Dict[str, Callable[..., torch.Tensor]] = {
+    "normal": normal, "ties": ties, "zero_blocks": zeros, "subnormals": subnormals, "inf": infs, "nan": nans}

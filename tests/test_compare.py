@@ -1,0 +1,81 @@
+"""`quantlay compare` against three buggy hand-written kernels and a correct one (interpreter on CPU)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from quantlay import inputs
+from quantlay.cli import main
+
+from conftest import MXFP4_SPEC
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDING = ROOT / "examples" / "compare" / "binding.toml"
+MOD = "examples.compare.handwritten_mxfp4"
+CLASSES = {k: inputs.COMPARE_CLASSES[k] for k in ("normal", "ties")}
+
+
+@pytest.fixture(autouse=True)
+def in_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def run_compare(fn, tmp_path, classes=CLASSES):
+    from quantlay.compare import run
+    out = tmp_path / "report.json"
+    rc = run(str(MXFP4_SPEC), f"{MOD}:{fn}", str(BINDING), ((128, 256),), json_path=str(out), classes=classes)
+    return rc, json.loads(out.read_text())
+
+
+def diagnoses(report):
+    return {o["key"]: o["diagnosis"] for c in report["classes"] for o in c["outputs"] if not o["exact"]}
+
+
+def test_correct_kernel_is_bit_exact_on_every_input_class(tmp_path):
+    rc, report = run_compare("cast_transpose_mxfp4", tmp_path, classes=inputs.COMPARE_CLASSES)
+    assert rc == 0
+    assert {c["class"] for c in report["classes"]} == set(inputs.COMPARE_CLASSES)
+    assert all(o["exact"] for c in report["classes"] for o in c["outputs"])
+
+
+def test_ignored_data_shuffle_is_diagnosed_as_a_layout_flag(tmp_path):
+    rc, report = run_compare("cast_transpose_ignores_colwise_shuffle", tmp_path)
+    assert rc == 1
+    d = diagnoses(report)
+    assert set(d) == {"colwise_data"}  # the scale swizzle was applied, so scales match
+    assert d["colwise_data"] == (
+        "colwise data is in `transpose|packed(low=even)`, the spec with shuffle_columnwise_data=true says "
+        "`transpose|packed(low=even)|preshuffle16x16`: the hand-written kernel ignores shuffle_columnwise_data")
+
+
+def test_tie_rounding_is_diagnosed(tmp_path):
+    rc, report = run_compare("cast_transpose_ties_away", tmp_path)
+    assert rc == 1
+    d = diagnoses(report)
+    assert set(d) == {"rowwise_data", "colwise_data"}
+    assert "E2M1 tie rounding: the hand-written kernel rounds exact midpoints away from zero, the spec " \
+           "rounds them to even" in d["rowwise_data"]
+    first = [o["first"] for c in report["classes"] for o in c["outputs"] if o["key"] == "rowwise_data"][0]
+    assert first and all(len(t) == 4 for t in first)  # (row, col, generated, hand-written)
+
+
+def test_scale_mode_is_diagnosed(tmp_path):
+    rc, report = run_compare("cast_transpose_rceil_scales", tmp_path, classes={"normal": inputs.normal})
+    assert rc == 1
+    d = diagnoses(report)
+    assert "E8M0 scale rule: the hand-written kernel selects exponents in `rceil` mode; the spec says `even`" \
+        in d["rowwise_scale"]
+    assert "rceil" in d["rowwise_data"]  # the data differ because the scales do
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kernel = "mxfp4_cast_transpose_hv"\n[outputs]\nrowwise_data = 0\n')
+    args = ["compare", str(MXFP4_SPEC), "--against", f"{MOD}:cast_transpose_mxfp4", "--binding"]
+    assert main(args + [str(bad)]) == 2
+    assert "did you mean 'mxfp4_cast_transpose_hw'?" in capsys.readouterr().err
+    assert main(["compare", str(MXFP4_SPEC), "--against", "nope.module:fn", "--binding", str(BINDING)]) == 2
+    assert "cannot import 'nope.module'" in capsys.readouterr().err
+    bad.write_text('kernel = "mxfp4_cast_transpose_hw"\n[outputs]\nrowwise_dat = 0\n')
+    assert main(args + [str(bad)]) == 2
+    assert "did you mean 'rowwise_data'?" in capsys.readouterr().err
