@@ -14,6 +14,7 @@ for s in $STAGES; do
     tests) timeout 300 python3 -m pytest -q ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     memcheck) timeout 400 compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
     tune) timeout 300 python3 -m quantlay.cli tune 2>&1 | tee "$OUT/tune.log" | tail -30; cp compiler/tuning.json "$OUT/" ;;
+    compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
     bench) timeout 400 python3 -m quantlay.cli bench --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -20 ;;
   esac
 done

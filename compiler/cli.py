@@ -142,7 +142,9 @@ def _cmd_compare(args) -> int:
     from .compare import BindingError, run
     shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
     try:
-        return run(args.spec, args.against, args.binding, shapes, json_path=args.json)
+        tshapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.time_shapes.split(",")) \
+            if args.time_shapes else None
+        return run(args.spec, args.against, args.binding, shapes, json_path=args.json, time_shapes=tshapes)
     except BindingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -188,6 +190,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--binding", required=True, help="TOML file: outputs, options, how to call it")
     c.add_argument("--shapes", default="256x512")
     c.add_argument("--json", default=None, help="write the full report as JSON")
+    c.add_argument("--time-shapes", default=None, help="shapes to time on the GPU (default: --shapes)")
     c.set_defaults(fn=_cmd_compare)
     args = p.parse_args(argv)
     try:

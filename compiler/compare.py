@@ -285,7 +285,7 @@ def _pattern(key, lg, lh, variant) -> str:
 
 
 def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Optional[str] = None,
-        classes=None, time_it: bool = True) -> int:
+        classes=None, time_it: bool = True, time_shapes=None) -> int:
     kernels = {k.name: k for k in specmod.load(spec_path)}
     binding = load_binding(binding_path, kernels)
     fn = load_callable(against)
@@ -314,7 +314,7 @@ def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Opti
                         print(f"      at ({row}, {col}): generated {gv:#x}, hand-written {hv:#x}")
                     print(f"      diagnosis: {r.diagnosis}")
     if time_it and device == "cuda":
-        result["speed"] = _speed(variant, fn, binding, shapes)
+        result["speed"] = _speed(variant, fn, binding, time_shapes or shapes)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=2)
