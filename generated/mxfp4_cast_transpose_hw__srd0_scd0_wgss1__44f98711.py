@@ -17,6 +17,8 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+from typing import List
+
 import torch
 import triton
 import triton.language as tl
@@ -266,6 +268,43 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even, **kwargs)
     return QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
+
+
+def _quantize_buffers(x: torch.Tensor) -> List[torch.Tensor]:
+    res = quantize(x)
+    return [res[k].tensor for k in LAYOUTS]
+
+
+def _quantize_fake(x: torch.Tensor) -> List[torch.Tensor]:
+    M = x.numel() // x.shape[-1]
+    shapes = _shapes(M, x.shape[-1])
+    return [x.new_empty(shapes[k][2], dtype=torch.uint8) for k in LAYOUTS]
+
+
+def _register_op():
+    """quantize as a torch custom op (with a fake implementation), so torch.compile can trace it.
+
+    The op's name is the kernel's name, which encodes every parameter: a second module with the same
+    name (the run-time build cache) has the same code and reuses the registered op.
+    """
+    qualname = "quantlay::" + NAME
+    try:
+        op = torch.library.custom_op(qualname, mutates_args=())(_quantize_buffers)
+    except RuntimeError:
+        return getattr(torch.ops.quantlay, NAME)
+    op.register_fake(_quantize_fake)
+    return getattr(torch.ops.quantlay, NAME)
+
+
+quantize_op = _register_op()  # x -> [rowwise_data, rowwise_scale, colwise_data, colwise_scale] as plain uint8 tensors
+
+
+def tag(x, buffers) -> QuantizedResult:
+    """Wrap quantize_op's buffers (for input x) back into layout-tagged tensors."""
+    M = x.numel() // x.shape[-1]
+    shapes = _shapes(M, x.shape[-1])
+    return QuantizedResult(NAME, {k: QuantizedTensor(b, LAYOUTS[k].for_shape(M, x.shape[-1], *shapes[k]))
+                                  for k, b in zip(LAYOUTS, buffers)})
 
 
 @triton.jit
