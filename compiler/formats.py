@@ -28,19 +28,89 @@ def f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+class Minifloat:
+    """A small float element format: sign, `ebits` exponent bits (bias `bias`), `mbits` mantissa bits,
+    subnormals, saturation to the largest finite magnitude (`max_code`). Subclasses are frozen
+    dataclasses whose fields are the spec's rules: `ties`, `zero_sign`, `nan`.
+
+    Every finite magnitude is listed in `GRID` (index = magnitude code), so the reference can round by
+    nearest grid value, a method independent of the kernels' integer rounding.
+    """
+    name = ""
+    ebits = mbits = bias = max_code = bits = 0
+
+    @classmethod
+    def grid(cls) -> Tuple[float, ...]:
+        vals = []
+        for code in range(cls.max_code + 1):
+            e, m = code >> cls.mbits, code & ((1 << cls.mbits) - 1)
+            if e == 0:
+                vals.append(m * 2.0 ** (1 - cls.bias - cls.mbits))
+            else:
+                vals.append((1 + m / 2 ** cls.mbits) * 2.0 ** (e - cls.bias))
+        return tuple(vals)
+
+    @property
+    def max_value(self) -> float:
+        return self.grid()[-1]
+
+    @property
+    def max_pow2(self) -> int:
+        """P: the exponent of the largest power of two <= max (LAYOUTS.md 2.3)."""
+        import math
+        return int(math.floor(math.log2(self.max_value)))
+
+    @property
+    def sign_bit(self) -> int:
+        return 1 << (self.bits - 1)
+
+    # ---- reference (independent method: nearest grid value) --------------------------------------
+    def encode_reference(self, q: torch.Tensor) -> torch.Tensor:
+        """fp32 scaled values -> codes (uint8), by nearest grid value and the tie rule; saturating."""
+        a = q.double().abs()
+        GRID = self.grid()
+        top = len(GRID) - 1
+        grid = torch.tensor(GRID, dtype=torch.float64, device=q.device)
+        lo = (torch.searchsorted(grid, a.clamp(max=GRID[-1]).nan_to_num(0.0), right=True) - 1).clamp(0, top)
+        hi = (lo + 1).clamp(max=top)
+        d_lo = a - grid[lo]
+        d_hi = grid[hi] - a
+        if self.ties == "even":
+            tie_up = (hi % 2 == 0)
+        else:
+            tie_up = torch.full_like(lo, self.ties == "away", dtype=torch.bool)
+        pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & tie_up)
+        mag = torch.where(pick_hi, hi, lo)
+        mag = torch.where(a >= GRID[-1], torch.full_like(mag, top), mag)  # saturate overflow and Inf
+        neg = torch.signbit(q) if self.zero_sign == "sign_bit" else (q < 0)
+        if self.zero_sign == "positive":
+            neg = neg & (mag != 0)
+        code = mag | (neg.to(mag.dtype) << (self.bits - 1))
+        code = torch.where(torch.isnan(q), torch.full_like(code, self.nan), code)
+        return code.to(torch.uint8)
+
+    @classmethod
+    def decode(cls, codes: torch.Tensor) -> torch.Tensor:
+        """Codes -> fp32 values (NaN / Inf codes of formats that have them decode to NaN / Inf)."""
+        n = 1 << (cls.bits - 1)
+        GRID = cls.grid()
+        mags = list(GRID) + [float("nan")] * (n - len(GRID))
+        if cls.name == "e5m2":
+            mags[0x7C] = float("inf")
+        table = torch.tensor(mags + [-v for v in mags], dtype=torch.float32, device=codes.device)
+        return table[codes.long()]
+
+
 @dataclass(frozen=True)
-class E2M1:
+class E2M1(Minifloat):
     """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (LAYOUTS.md 1)."""
     ties: str = "even"          # rounding at exact midpoints: even | away (from zero) | zero (toward)
     zero_sign: str = "sign_bit"  # sign of a result of magnitude 0: sign_bit | negative_only | positive
     nan: int = 0x7               # the 4-bit code written for a NaN input
 
     name = "e2m1"
+    ebits, mbits, bias, max_code, bits = 2, 1, 1, 7, 4
     GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude of codes 0..7
-    max_value = 6.0
-    max_pow2 = 2      # P: largest power of two <= max is 2^2
-    mbits = 1
-    bits = 4
 
     def thresholds(self) -> List[Tuple[float, bool]]:
         """(midpoint, tie_goes_up) per neighbouring pair: magnitude code = #thresholds passed."""
@@ -51,33 +121,27 @@ class E2M1:
             out.append((mid, up))
         return out
 
-    # ---- reference (independent method: nearest grid value) --------------------------------------
-    def encode_reference(self, q: torch.Tensor) -> torch.Tensor:
-        """fp32 scaled values -> 4-bit codes (uint8), by nearest grid value and the tie rule."""
-        a = q.double().abs()
-        grid = torch.tensor(self.GRID, dtype=torch.float64, device=q.device)
-        lo = (torch.searchsorted(grid, a.clamp(max=6.0).nan_to_num(0.0), right=True) - 1).clamp(0, 7)
-        hi = (lo + 1).clamp(max=7)
-        d_lo = a - grid[lo]
-        d_hi = grid[hi] - a
-        if self.ties == "even":
-            tie_up = (hi % 2 == 0)
-        else:
-            tie_up = torch.full_like(lo, self.ties == "away", dtype=torch.bool)
-        pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & tie_up)
-        mag = torch.where(pick_hi, hi, lo)
-        mag = torch.where(a >= 6.0, torch.full_like(mag, 7), mag)  # saturate finite overflow and Inf
-        neg = torch.signbit(q) if self.zero_sign == "sign_bit" else (q < 0)
-        if self.zero_sign == "positive":
-            neg = neg & (mag != 0)
-        code = mag | (neg.to(mag.dtype) << 3)
-        code = torch.where(torch.isnan(q), torch.full_like(code, self.nan), code)
-        return code.to(torch.uint8)
 
-    @classmethod
-    def decode(cls, codes: torch.Tensor) -> torch.Tensor:
-        table = torch.tensor(cls.GRID + tuple(-v for v in cls.GRID), dtype=torch.float32, device=codes.device)
-        return table[codes.long()]
+@dataclass(frozen=True)
+class E4M3(Minifloat):
+    """FP8 E4M3 (OCP e4m3fn): bias 7, 3 mantissa bits, no Inf, NaN = 0x7F/0xFF, max 448. Saturating."""
+    ties: str = "even"
+    zero_sign: str = "sign_bit"
+    nan: int = 0x7F
+
+    name = "e4m3"
+    ebits, mbits, bias, max_code, bits = 4, 3, 7, 0x7E, 8
+
+
+@dataclass(frozen=True)
+class E5M2(Minifloat):
+    """FP8 E5M2: bias 15, 2 mantissa bits, Inf 0x7C, NaN 0x7D..0x7F, max 57344. Saturating (no Inf out)."""
+    ties: str = "even"
+    zero_sign: str = "sign_bit"
+    nan: int = 0x7F
+
+    name = "e5m2"
+    ebits, mbits, bias, max_code, bits = 5, 2, 15, 0x7B, 8
 
 
 @dataclass(frozen=True)
@@ -157,6 +221,6 @@ def _ceil_log2(x: torch.Tensor) -> torch.Tensor:
     return torch.where(m == 0.5, ex.long() - 1, ex.long())
 
 
-ELEMENT_FORMATS: Dict[str, type] = {"e2m1": E2M1}
+ELEMENT_FORMATS: Dict[str, type] = {"e2m1": E2M1, "e4m3": E4M3, "e5m2": E5M2}
 SCALE_FORMATS: Dict[str, type] = {"e8m0": E8M0}
 INPUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

@@ -305,7 +305,7 @@ def _arg_value(arg: ast.Arg, kind: str, choices: Iterable[str] = (), lo: int = 0
     raise AssertionError(kind)
 
 
-_ELEMENT_ARGS = {"ties": ("name", TIE_RULES), "zero_sign": ("name", ZERO_SIGN_RULES), "nan": ("int", (), 0, 15)}
+_ELEMENT_ARGS = {"ties": ("name", TIE_RULES), "zero_sign": ("name", ZERO_SIGN_RULES), "nan": ("int", (), 0, 255)}
 _SCALE_ARGS = {
     "mode": ("name", E8M0_MODES), "clamp": ("range", (), 0, 255), "zero_amax": ("int", (), 0, 255),
     "inf_amax": ("int", (), 0, 255), "nan_amax": ("int", (), 0, 255),
@@ -327,7 +327,13 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
         kind, choices, *rng = schema[arg.key]
         kwargs[arg.key] = _arg_value(arg, kind, choices, *rng)
         settings.append(Setting(f"{prefix}.{arg.key}", arg.span))
-    return registry[call.name](**kwargs), settings
+    cls = registry[call.name]
+    bits = getattr(cls, "bits", 8)
+    if "nan" in kwargs and kwargs["nan"] >= 1 << bits:
+        arg = next(a for a in call.args if a.key == "nan")
+        raise _err(f"nan: {kwargs['nan']:#x} is not a {bits}-bit {call.name} code", arg.value.span,
+                   f"use a code in 0..{(1 << bits) - 1:#x}")
+    return cls(**kwargs), settings
 
 
 def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used: set, d_name: str,
@@ -372,6 +378,9 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
         items.append(StageRef(lay, fill, cond, call.span))
     packs = [i for i, it in enumerate(items) if isinstance(it, PackRef)]
     if store.target == "data":
+        if element.bits == 8 and packs:
+            raise _err(f"{element.name} codes are whole bytes: packed(...) applies to 4-bit elements only",
+                       items[packs[0]].span, "remove the packed(...) step")
         if element.bits == 4 and len(packs) != 1:
             raise _err(f"{d_name} data of {element.name} needs exactly one 'packed(...)' step "
                        f"(two 4-bit codes per byte)", store.span,
@@ -441,7 +450,7 @@ def build(spec: ast.SpecFile, library: Optional[ast.SpecFile] = None) -> List[Ke
     try:
         return _build(spec, library)
     except SpecError as exc:
-        raise exc.with_source(spec.source, spec.path) from None
+        raise exc.with_source(spec.source, spec.path) from None  # keeps a library error's own source
 
 
 def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR]:
@@ -458,6 +467,15 @@ def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR
         for prof in src.profiles:
             if prof.name in scope.profiles:
                 raise _err(f"profile '{prof.name}' is already declared", prof.span, "choose another name")
+            if src is not spec:  # check library profiles here, so errors point into the library file
+                try:
+                    for role, call, reg, schema in (("element", prof.element, ELEMENT_FORMATS, _ELEMENT_ARGS),
+                                                    ("scale", prof.scale, SCALE_FORMATS, _SCALE_ARGS)):
+                        if call is not None:
+                            _build_format(call, reg, schema, role, role)
+                except SpecError as exc:
+                    raise SpecError(exc.message, line=exc.line, column=exc.column, source=src.source,
+                                    path=src.path, hint=exc.hint) from None
             scope.profiles[prof.name] = prof
     text = (library.source if library else "") + "\0" + spec.source
     spec_hash = hashlib.sha256(text.encode()).hexdigest()

@@ -76,7 +76,8 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
         tr.use(scope, f"element.{key}")
     for key in ("mode", "clamp", "zero_amax", "inf_amax", "nan_amax", "nan_in_amax", "e0_multiplier"):
         tr.use(scope, f"scale.{key}")
-    thresholds = [(_py_float(t), ">=" if up else ">") for t, up in el.thresholds()]
+    sub = 2.0 ** (1 - el.bias)  # the smallest normal value: |q| + sub puts subnormals in the mantissa
+    shift = 23 - el.mbits
     oriented = d.block_axis == ROWS
     ctx = {
         "name": d.name,
@@ -86,11 +87,27 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
         "C": "BLOCK_M" if oriented else "BLOCK_N",
         "axis": "cols" if d.block_axis == COLS else "rows",
         "block": f"{d.block[0]}x{d.block[1]}",
-        "thresholds": thresholds,
         "ties": el.ties,
+        "el_name": el.name,
+        "bits": el.bits,
+        "packed": el.bits == 4,
+        "sub_add": _py_float(sub),
+        "sub_bits": f"0x{f32_bits(sub):08X}",
+        "norm_bits": f"0x{(127 - el.bias) << 23:08X}",
+        "shift": shift,
+        "half": f"0x{1 << (shift - 1):X}",
+        "half_m1": f"0x{(1 << (shift - 1)) - 1:X}",
+        "sign_shift": 32 - el.bits,
+        "sign_val": el.sign_bit,
+        "mag_mask": el.sign_bit - 1,
+        "mbits": el.mbits,
+        "mant_mask": (1 << el.mbits) - 1,
+        "exp_rebias": 127 - el.bias,
+        "sub_unit": _py_float(2.0 ** (1 - el.bias - el.mbits)),
+        "decode_table": [repr(v) for v in el.grid()] if el.bits == 4 else None,
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
-        "max_code": len(el.GRID) - 1,
+        "max_code": el.max_code,
         "element": repr(el),
         "scale_fmt": repr(sc),
         "mode": sc.mode,

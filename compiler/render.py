@@ -12,7 +12,6 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .formats import E2M1
 from .ir import VariantIR
 from .lower import lower
 
@@ -34,7 +33,6 @@ def environment() -> jinja2.Environment:
 def render_variant(variant: VariantIR) -> str:
     ctx = lower(variant)
     ctx["version"] = __version__
-    ctx["decode_values"] = [repr(v) for v in E2M1.GRID]
     src = environment().get_template("mx_cast.py.jinja").render(**ctx)
     src = "\n".join(line.rstrip() for line in src.splitlines()) + "\n"
     while "\n\n\n\n" in src:

@@ -44,3 +44,17 @@ profile mxfp4_rocm_te_triton {
     element e2m1(ties: away, zero_sign: negative_only, nan: 0x0)
     scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
 }
+
+# NVIDIA TransformerEngine MXFP8 (LAYOUTS.md 2.3, 2.4): E4M3 with RNE and saturation, E8M0 RCEIL
+# with the saturating special cases (NaN -> 0xFF, Inf -> 0xFE, amax == 0 -> 0).
+profile mxfp8_nvte {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255)
+}
+
+# torchao `to_mx` default (LAYOUTS.md 2.3): E8M0 FLOOR, s clamped to [-127, 128] (e in 0..255),
+# non-finite amax -> 255.
+profile mxfp8_torchao_floor {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
+}

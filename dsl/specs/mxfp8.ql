@@ -1,0 +1,34 @@
+# MXFP8 cast (bf16 [M, N] in): E4M3 codes, one E8M0 per 32 elements, both directions from one read.
+#
+# mxfp8_nvte: NVIDIA TransformerEngine's layouts. rowwise data [M, N], scales [M, N/32];
+#   colwise data NOT transposed [M, N] (blocks of 32 along M), scales [M/32, N]. With
+#   with_gemm_swizzled_scales both scale tensors are written in cuBLAS's 128x4 blocked layout
+#   (the columnwise one after transposing it to [N, M/32], as TE does for the GEMM), padding = 0.
+# mxfp8_torchao: torchao's MX cast. rowwise as above; the "dim1" columnwise cast stored transposed,
+#   data [N, M] and scales [N, M/32].
+
+kernel mxfp8_nvte(x: bf16[M, N]) {
+    option with_gemm_swizzled_scales
+
+    rowwise blocks 1x32 profile mxfp8_nvte {
+        store data  as row_major
+        store scale as cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+    colwise blocks 32x1 profile mxfp8_nvte {
+        store data  as row_major
+        store scale as transpose if with_gemm_swizzled_scales | cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+}
+
+kernel mxfp8_torchao(x: bf16[M, N]) {
+    option with_gemm_swizzled_scales
+
+    rowwise blocks 1x32 profile mxfp8_torchao_floor {
+        store data  as row_major
+        store scale as cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+    colwise blocks 32x1 profile mxfp8_torchao_floor {
+        store data  as transpose
+        store scale as transpose | cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+}

@@ -1,0 +1,107 @@
+"""MXFP8 (E4M3 / E5M2 with E8M0 scales): formats against torch's own casts, kernels against the
+reference, and the metamorphic law colwise(X) == rowwise(X^T)."""
+import pytest
+import torch
+
+import quantlay
+from quantlay import inputs, reference
+from quantlay.formats import E4M3, E5M2, E8M0
+from quantlay.generated import find
+from quantlay.spec import load, SPECS_DIR
+
+from conftest import DEVICE, MXFP4_SPEC
+
+MXFP8_SPEC = SPECS_DIR / "mxfp8.ql"
+
+
+@pytest.mark.parametrize("fmt,dtype", [(E4M3(), torch.float8_e4m3fn), (E5M2(), torch.float8_e5m2)])
+def test_fp8_reference_equals_torch_casts(fmt, dtype):
+    """torch's float8 casts (round to nearest even) are an independent oracle inside the finite range."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(100000, generator=g) * torch.exp2(torch.randint(-24, 17, (100000,), generator=g).float())
+    grid = torch.tensor(fmt.grid())
+    mids = (grid[1:] + grid[:-1]) / 2
+    x = torch.cat([x.clamp(-fmt.max_value, fmt.max_value), grid, -grid, mids, -mids]).float()
+    assert torch.equal(fmt.encode_reference(x), x.to(dtype).view(torch.uint8))
+
+
+def test_fp8_saturation_and_specials():
+    x = torch.tensor([1e6, -1e6, float("inf"), float("nan"), 464.0, 480.0, -0.0])
+    assert E4M3().encode_reference(x).tolist() == [0x7E, 0xFE, 0x7E, 0x7F, 0x7E, 0x7E, 0x80]
+    assert E5M2().encode_reference(x[:4]).tolist() == [0x7B, 0xFB, 0x7B, 0x7F]
+
+
+def test_e8m0_worked_examples_e4m3():
+    """LAYOUTS.md 2.5, E4M3 columns."""
+    amax = torch.tensor([1.0, 1.5, 1.74, 1.75, 2.0, 3.0, 6.0, 7.0, 448, 500])
+    want = {"floor": [119, 119, 119, 119, 120, 120, 121, 121, 127, 127],
+            "ceil": [119, 120, 120, 120, 120, 121, 122, 122, 128, 128],
+            "even": [119, 119, 119, 119, 120, 120, 121, 121, 127, 128],
+            "rceil": [119, 119, 119, 119, 120, 120, 121, 121, 127, 128]}
+    for mode, w in want.items():
+        assert E8M0(mode=mode).select_reference(amax, E4M3()).tolist() == w, mode
+
+
+@pytest.mark.parametrize("kernel", ["mxfp8_nvte", "mxfp8_torchao"])
+@pytest.mark.parametrize("swizzle", [False, True])
+def test_mxfp8_kernels_bit_exact(kernel, swizzle):
+    variant = next(k for k in load(MXFP8_SPEC) if k.name == kernel).variant(with_gemm_swizzled_scales=swizzle)
+    mod = find(kernel, with_gemm_swizzled_scales=swizzle)
+    for (M, N), cname, poison in (((2, 2), "normal", 0xAB), ((98, 166), "specials", 0x5A), ((128, 192), "ties", 0)):
+        x = inputs.CLASSES[cname](M, N, seed=M)
+        shapes = mod._shapes(M, N)
+        out = {k: torch.full(s[2], poison, dtype=torch.uint8, device=DEVICE) for k, s in shapes.items()}
+        res = mod.quantize(x.to(DEVICE), out=out)
+        ref = reference.quantize(variant, x)
+        for k in ref:
+            assert torch.equal(res[k].tensor.cpu(), ref[k]), (kernel, swizzle, M, N, cname, k)
+        for d in ("rowwise", "colwise"):
+            assert reference.same_values(mod.dequantize(res, d), reference.dequantize(variant, d, ref, M, N))
+
+
+def test_mxfp8_nvte_swizzled_scale_shapes():
+    res = find("mxfp8_nvte", with_gemm_swizzled_scales=True).quantize(inputs.normal(96, 160).to(DEVICE))
+    assert tuple(res["rowwise_scale"].tensor.shape) == (128, 8)    # [rup(M,128), rup(N/32,4)]
+    assert tuple(res["colwise_scale"].tensor.shape) == (256, 4)    # transposed: [rup(N,128), rup(M/32,4)]
+    assert tuple(res["colwise_data"].tensor.shape) == (96, 160)    # not transposed
+
+
+@pytest.mark.parametrize("spec,kernel,opts", [
+    (MXFP8_SPEC, "mxfp8_torchao", {}),
+    (MXFP4_SPEC, "mxfp4_cast_transpose_hw", {}),
+    (MXFP4_SPEC, "mxfp4_cast_transpose_te", {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True}),
+])
+def test_colwise_of_x_is_rowwise_of_x_transposed(spec, kernel, opts):
+    """Metamorphic: the columnwise outputs of X equal, bit for bit, the rowwise outputs of X^T."""
+    mod = find(kernel, **opts)
+    x = inputs.ties(128, 192, seed=9)
+    a = mod.quantize(x.to(DEVICE))
+    b = mod.quantize(x.t().contiguous().to(DEVICE))
+    assert torch.equal(a["colwise_data"].tensor, b["rowwise_data"].tensor)
+    assert torch.equal(a["colwise_scale"].tensor, b["rowwise_scale"].tensor)
+
+
+def test_e5m2_kernel_through_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTLAY_CACHE", str(tmp_path))
+    text = """
+kernel mx_e5m2(x: fp32[M, N]) {
+    rowwise blocks 1x32 {
+        element e5m2(ties: even)
+        scale e8m0(mode: even, zero_amax: 127)
+        store data as row_major
+        store scale as row_major
+    }
+}
+"""
+    mod = quantlay.build(text)
+    variant = load(text)[0].variant()
+    x = inputs.specials(64, 96, dtype=torch.float32, seed=2)
+    res = mod.quantize(x.to(DEVICE))
+    ref = reference.quantize(variant, x)
+    assert all(torch.equal(res[k].tensor.cpu(), ref[k]) for k in ref)
+
+
+def test_packed_on_fp8_is_a_spec_error():
+    with pytest.raises(quantlay.SpecError, match="packed\\(...\\) applies to 4-bit elements only"):
+        load("kernel k(x: bf16[M, N]) { rowwise blocks 1x32 profile mxfp8_nvte {"
+             " store data as packed(low: even) store scale as row_major } }")
