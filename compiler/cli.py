@@ -36,7 +36,8 @@ def _cmd_generate(args) -> int:
         print(f"generated/ is fresh: {len(files)} files match the specs")
         return 0
     changed = generate.write(out, files)
-    print(f"wrote {len(changed)} of {len(files)} files into {out}" +
+    written = [c for c in changed if not c.startswith("(removed)")]
+    print(f"wrote {len(written)} of {len(files)} files into {out}" +
           ("".join(f"\n  {c}" for c in changed) if changed else " (all up to date)"))
     return 0
 

@@ -30,11 +30,12 @@ layout cublas_blocked_128x4(rows, cols) pad(rows: 128, cols: 4) fill 0
 # Numerics profiles (LAYOUTS.md 1 and 2). Declared once, referenced by kernels with `profile NAME`.
 
 # What the gfx950 hardware convert computes, as used by ROCm TE's native MXFP4 kernel: E2M1 ties to
-# even, E8M0 EVEN mode, amax == 0 -> 127 (scale 1.0). Zero results keep the sign bit (0x8 for a
-# negative value that rounds to zero, as CK's model of the instruction does); NaN -> 0x7 (+6, CK's
-# model for a positive NaN; the hardware's NaN behaviour is not documented, LAYOUTS.md 1.3).
+# even, E8M0 EVEN mode, amax == 0 -> 127 (scale 1.0). Everything else is as in the Triton profile
+# below, so the two differ exactly at ties: a negative value that rounds to zero keeps its sign (0x8,
+# as the hardware does), an input of -0.0 gives 0x0, and NaN gives 0x0 (the hardware's NaN result is
+# not documented, LAYOUTS.md 1.3 and 8).
 profile mxfp4_hw {
-    element e2m1(ties: even, zero_sign: sign_bit, nan: 0x7)
+    element e2m1(ties: even, zero_sign: negative_only, nan: 0x0)
     scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
 }
 

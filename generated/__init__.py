@@ -8,14 +8,14 @@
 import importlib
 
 VARIANTS = {
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__f7619d71',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__44f98711',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__c2644857',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss1__0d9fe62c',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss0__9f0fb708',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss1__d2e19688',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss0__87a6ad30',
-    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss1__19b892dd',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__8da09698',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss1__a06464ec',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss0__62ffcf00',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd0_wgss1__aae8a18a',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss0__264b78f5',
+    ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd1_scd1_wgss1__d8dd7930',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd0_scd0_wgss0__b03d9c23',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd0_scd0_wgss1__12e63f0b',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd0_scd1_wgss0__6dbefc17',

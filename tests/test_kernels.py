@@ -93,10 +93,11 @@ def test_dequantize_consumer_is_exact_and_checks_layouts(mxfp4_kernels, kernel):
 
 
 def test_profiles_differ_exactly_at_ties(mxfp4_kernels):
-    """hw (ties to even) and te (ties away) agree everywhere except exact midpoints where the rules differ."""
+    """hw (ties to even) and te (ties away) agree everywhere except exact midpoints where the rules
+    differ: special values (-0.0, NaN, Inf, zero and subnormal blocks) included."""
     hw, te = find("mxfp4_cast_transpose_hw"), find("mxfp4_cast_transpose_te")
     d = mxfp4_kernels["mxfp4_cast_transpose_hw"].directions[0]
-    for make in (inputs.ties, inputs.normal):
+    for make in (inputs.ties, inputs.normal, inputs.specials):
         x = make(128, 256, seed=11)
         a = reference.unpack(hw.quantize(x.to(DEVICE))["rowwise_data"].tensor.cpu(), 1, "even")
         b = reference.unpack(te.quantize(x.to(DEVICE))["rowwise_data"].tensor.cpu(), 1, "even")

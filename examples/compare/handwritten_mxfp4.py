@@ -27,8 +27,8 @@ def _to_fp4(q, TIES_AWAY: tl.constexpr):
         m = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
              + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
              + (a > 5.0).to(tl.int32))
-    sign = (q.to(tl.int32, bitcast=True) >> 31) & 1
-    return tl.where(q != q, 7, m | (sign << 3))
+    sign = (q < 0.0).to(tl.int32)
+    return tl.where(q != q, 0, m | (sign << 3))
 
 
 @triton.jit
