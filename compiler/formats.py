@@ -200,12 +200,54 @@ class E8M0:
             m = torch.where(ei == 0, torch.ones_like(m), m)
         return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
 
+    storage = "u8"
+
+    def scales_reference(self, amax: torch.Tensor, element):
+        """(stored scale tensor, fp32 quantization multiplier) per block."""
+        e = self.select_reference(amax, element)
+        return e, self.multiplier_reference(e)
+
     @staticmethod
     def dequant_reference(e: torch.Tensor) -> torch.Tensor:
         """Dequantization scale 2^(e-127) in fp32 (e == 0 -> 2^-127, 255 -> NaN)."""
         ei = e.long()
         m = torch.ldexp(torch.ones_like(ei, dtype=torch.float64), (ei - 127)).float()
         return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
+
+
+FP32_MAX = 3.4028234663852886e38
+
+
+@dataclass(frozen=True)
+class F32Scale:
+    """Per-block fp32 scaling, DeepSeek style (LAYOUTS.md 3.1): multiplier F / max(amax, amax_floor)
+    by round-to-nearest division; an amax of 0, Inf or NaN gives multiplier 1 (NVIDIA TE's "bad amax");
+    a multiplier that overflows becomes the largest fp32; `pow2` clears its mantissa (rounds it down to
+    a power of two). The stored scale is the dequantization multiplier 1 / multiplier (fp32).
+    Elements saturate to +-F before the cast (the element format saturates)."""
+    amax_floor: float = 0.0
+    pow2: bool = False
+
+    name = "f32"
+    storage = "f32"
+    nan_in_amax = "propagate"
+
+    def scales_reference(self, amax: torch.Tensor, element):
+        a = amax.float()
+        floor = torch.tensor(f32(self.amax_floor), dtype=torch.float32, device=a.device)
+        a = torch.where(torch.isnan(a), a, torch.maximum(a, floor))
+        F = torch.tensor(f32(element.max_value), dtype=torch.float32, device=a.device)
+        m = F / a
+        bad = (a == 0) | torch.isinf(a) | torch.isnan(a)
+        m = torch.where(bad, torch.ones_like(m), m)
+        m = torch.where(torch.isinf(m), torch.full_like(m, FP32_MAX), m)
+        if self.pow2:
+            m = (m.view(torch.int32) & 0x7F800000).view(torch.float32)
+        return torch.ones_like(m) / m, m
+
+    @staticmethod
+    def dequant_reference(stored: torch.Tensor) -> torch.Tensor:
+        return stored.float()
 
 
 def _floor_log2(x: torch.Tensor) -> torch.Tensor:
@@ -222,5 +264,5 @@ def _ceil_log2(x: torch.Tensor) -> torch.Tensor:
 
 
 ELEMENT_FORMATS: Dict[str, type] = {"e2m1": E2M1, "e4m3": E4M3, "e5m2": E5M2}
-SCALE_FORMATS: Dict[str, type] = {"e8m0": E8M0}
+SCALE_FORMATS: Dict[str, type] = {"e8m0": E8M0, "f32": F32Scale}
 INPUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

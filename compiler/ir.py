@@ -297,6 +297,15 @@ def _arg_value(arg: ast.Arg, kind: str, choices: Iterable[str] = (), lo: int = 0
         if v.kind != "int" or not lo <= v.raw <= hi:
             raise _err(f"{arg.key}: {v.raw} must be an integer in {lo}..{hi}", v.span)
         return v.raw
+    if kind == "float":
+        if v.kind not in ("int", "float") or not lo <= float(v.raw) <= hi:
+            raise _err(f"{arg.key}: {v.raw} must be a number in {lo}..{hi}", v.span, f"for example {arg.key}: 1e-4")
+        return float(v.raw)
+    if kind == "bool":
+        if v.kind != "name" or v.raw not in ("true", "false"):
+            raise _err(f"{arg.key}: {v.raw} must be true or false", v.span,
+                       did_you_mean(str(v.raw), ("true", "false")))
+        return v.raw == "true"
     if kind == "range":
         if v.kind != "range" or not (lo <= v.raw[0] <= v.raw[1] <= hi):
             raise _err(f"{arg.key} must be a range lo..hi within {lo}..{hi}", v.span,
@@ -307,9 +316,12 @@ def _arg_value(arg: ast.Arg, kind: str, choices: Iterable[str] = (), lo: int = 0
 
 _ELEMENT_ARGS = {"ties": ("name", TIE_RULES), "zero_sign": ("name", ZERO_SIGN_RULES), "nan": ("int", (), 0, 255)}
 _SCALE_ARGS = {
-    "mode": ("name", E8M0_MODES), "clamp": ("range", (), 0, 255), "zero_amax": ("int", (), 0, 255),
-    "inf_amax": ("int", (), 0, 255), "nan_amax": ("int", (), 0, 255),
-    "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
+    "e8m0": {
+        "mode": ("name", E8M0_MODES), "clamp": ("range", (), 0, 255), "zero_amax": ("int", (), 0, 255),
+        "inf_amax": ("int", (), 0, 255), "nan_amax": ("int", (), 0, 255),
+        "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
+    },
+    "f32": {"amax_floor": ("float", (), 0, 1), "pow2": ("bool", ())},
 }
 
 
@@ -317,6 +329,8 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
     if call.name not in registry:
         raise _err(f"unknown {role} format '{call.name}'", call.span,
                    did_you_mean(call.name, registry) or f"known: {', '.join(registry)}")
+    if role == "scale":
+        schema = schema[call.name]
     kwargs, settings = {}, []
     for arg in call.args:
         if arg.key not in schema:

@@ -7,6 +7,7 @@ rendered from the same `Expr` trees the tests evaluate.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -68,14 +69,36 @@ def _py_float(x: float) -> str:
     return repr(float(x))
 
 
-def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
+def _e8m0_ctx(sc, el) -> Dict[str, object]:
+    return {
+        "mode": sc.mode,
+        "even_add": hex(sc.even_add(el)),
+        "rceil_recip": _py_float(sc.rceil_reciprocal(el)),
+        "lo": sc.clamp[0], "hi": sc.clamp[1],
+        "zero_amax": sc.zero_amax, "inf_amax": sc.inf_amax, "nan_amax": sc.nan_amax,
+        "e0_one": sc.e0_multiplier == "one",
+    }
+
+
+def _f32_ctx(sc, el) -> Dict[str, object]:
+    from .formats import FP32_MAX, f32
+    return {
+        "fmax": _py_float(f32(el.max_value)),
+        "amax_floor": _py_float(f32(sc.amax_floor)),
+        "has_floor": sc.amax_floor > 0,
+        "pow2": sc.pow2,
+        "fp32_max": _py_float(FP32_MAX),
+    }
+
+
+def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[str, object]:
     scope = d.name
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
-    for key in ("mode", "clamp", "zero_amax", "inf_amax", "nan_amax", "nan_in_amax", "e0_multiplier"):
-        tr.use(scope, f"scale.{key}")
+    for f in dataclasses.fields(sc):  # every field of the scale format is rendered below
+        tr.use(scope, f"scale.{f.name}")
     sub = 2.0 ** (1 - el.bias)  # the smallest normal value: |q| + sub puts subnormals in the mantissa
     shift = 23 - el.mbits
     oriented = d.block_axis == ROWS
@@ -105,20 +128,20 @@ def lower_direction(d: DirectionIR, tr: Tracker) -> Dict[str, object]:
         "exp_rebias": 127 - el.bias,
         "sub_unit": _py_float(2.0 ** (1 - el.bias - el.mbits)),
         "decode_table": [repr(v) for v in el.grid()] if el.bits == 4 else None,
+        # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
+        # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
+        "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
+        "sub_scale": _py_float(2.0 ** (el.bias - 1 + el.mbits)),
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
         "max_code": el.max_code,
         "element": repr(el),
         "scale_fmt": repr(sc),
-        "mode": sc.mode,
-        "P": el.max_pow2,
-        "even_add": hex(sc.even_add(el)),
-        "rceil_recip_bits": hex(f32_bits(sc.rceil_reciprocal(el))),
-        "rceil_recip": _py_float(sc.rceil_reciprocal(el)),
-        "lo": sc.clamp[0], "hi": sc.clamp[1],
-        "zero_amax": sc.zero_amax, "inf_amax": sc.inf_amax, "nan_amax": sc.nan_amax,
+        "scale_kind": sc.name,
+        "scale_storage": sc.storage,
         "nan_propagate": sc.nan_in_amax == "propagate",
-        "e0_one": sc.e0_multiplier == "one",
+        "P": el.max_pow2,
+        **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }
     return ctx
 
@@ -156,7 +179,7 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     # Tile of this output in the direction's orientation, and the program ids of its two axes.
     width = "2" if o.role == "data" and o.pack_axis is not None else ("1" if o.role == "data" else str(B))
     tile = ("BLOCK_N", f"BLOCK_M // {width}") if oriented else ("BLOCK_M", f"BLOCK_N // {width}")
-    tile = tuple(t.replace(" // 1", "") for t in tile)
+    tile = tuple(t[:-len(" // 1")] if t.endswith(" // 1") else t for t in tile)
     pids = ("n", "m") if oriented else ("m", "n")
     tile_coords, stages = _oriented(o, d)
     if tile_coords:
@@ -201,6 +224,8 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         tile_mult = (w * ic, ir) if oriented else (ir, w * ic)
     return {
         "key": o.key, "role": o.role, "direction": o.direction,
+        "tl_dtype": "tl.float32" if o.role == "scale" and d.scale.storage == "f32" else "tl.uint8",
+        "torch_dtype": "torch.float32" if o.role == "scale" and d.scale.storage == "f32" else "torch.uint8",
         "ptr": f"{o.key}_ptr",
         "pids": pids, "tile": tile, "plan": plan, "rc": rc,
         "bcast": [_bcast(j, len(plan.dims)) for j in range(len(plan.dims))] if plan else [],
@@ -243,9 +268,11 @@ def _pad_fix(value: Expr, k: int) -> str:
 def _layout_doc(o: OutputIR) -> str:
     shape = ", ".join(e.render() for e in o.chain.physical_shape(o.logical[0], o.logical[1]))
     logical = ", ".join(e.render() for e in o.logical)
+    f32 = o.role == "scale" and o.format == "f32"
     what = "codes packed two per byte" if o.pack_axis is not None else (
-        "E8M0 bytes" if o.role == "scale" else "codes")
-    return f"{o.key}: logical [{logical}] ({what}), stored as {o.layout_name()} -> uint8 [{shape}]"
+        ("fp32 dequantization multipliers" if f32 else "E8M0 bytes") if o.role == "scale" else "codes")
+    return (f"{o.key}: logical [{logical}] ({what}), stored as {o.layout_name()} -> "
+            f"{'float32' if f32 else 'uint8'} [{shape}]")
 
 
 def lower(variant: VariantIR) -> Dict[str, object]:
@@ -256,7 +283,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     directions = []
     outputs = []
     for d in k.directions:
-        dctx = lower_direction(d, tr)
+        dctx = lower_direction(d, tr, k.dtype)
         data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes)
         scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes)
         dctx["data"], dctx["scale"] = data, scale

@@ -36,11 +36,10 @@ def block_amax(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Ten
 
 
 def quantize_direction(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Logical codes [M, N] (uint8, one code per element) and scale bytes for one direction."""
+    """Logical codes [M, N] (uint8, one code per element) and stored scales for one direction."""
     M, N = x.shape
     amax, xp = block_amax(x, d)
-    e = d.scale.select_reference(amax, d.element)
-    mult = d.scale.multiplier_reference(e)
+    e, mult = d.scale.scales_reference(amax, d.element)
     B = d.block_size
     if d.block_axis == COLS:
         full = mult.repeat_interleave(B, dim=1)
@@ -79,7 +78,7 @@ def quantize(variant: VariantIR, x: torch.Tensor) -> Dict[str, torch.Tensor]:
         scale = variant.output(f"{d.name}_scale")
         logical = pack(codes, data.pack_axis, data.pack_low) if data.pack_axis is not None else codes
         out[data.key] = data.chain.apply(logical.to(torch.uint8))
-        out[scale.key] = scale.chain.apply(e.to(torch.uint8))
+        out[scale.key] = scale.chain.apply(e if d.scale.storage == "f32" else e.to(torch.uint8))
     return out
 
 

@@ -137,8 +137,8 @@ def require_multiple(value: int, k: int, message: str) -> None:
         raise LaunchError(message.format(value=value, k=k))
 
 
-def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int, ...]], out=None):
-    """Allocate the outputs, or check caller-provided ones (exact shape, uint8, contiguous, same device)."""
+def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int, ...]], out=None, dtypes=None):
+    """Allocate the outputs, or check caller-provided ones (exact shape and dtype, contiguous, same device)."""
     out = dict(out or {})
     unknown = set(out) - set(shapes)
     if unknown:
@@ -146,12 +146,13 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
     bufs = {}
     for k, s in shapes.items():
         t = out.get(k)
+        dtype = (dtypes or {}).get(k, torch.uint8)
         if t is None:
-            bufs[k] = torch.empty(tuple(s), dtype=torch.uint8, device=x.device)
+            bufs[k] = torch.empty(tuple(s), dtype=dtype, device=x.device)
             continue
-        if t.dtype != torch.uint8 or tuple(t.shape) != tuple(s) or not t.is_contiguous() or t.device != x.device:
+        if t.dtype != dtype or tuple(t.shape) != tuple(s) or not t.is_contiguous() or t.device != x.device:
             raise LaunchError(f"{kernel}: out[{k!r}] is {t.dtype} {tuple(t.shape)} on {t.device} "
-                              f"(contiguous={t.is_contiguous()}); it must be a contiguous uint8 tensor of "
+                              f"(contiguous={t.is_contiguous()}); it must be a contiguous {dtype} tensor of "
                               f"shape {tuple(s)} on {x.device}")
         bufs[k] = t
     return bufs

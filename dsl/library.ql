@@ -59,3 +59,22 @@ profile mxfp8_torchao_floor {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
 }
+
+# NVIDIA TE GEMM_READY scales of 1x128 blockwise FP8 (LAYOUTS.md 3.2). Rowwise: logical [M, K/128]
+# stored MN-major with M padded to 4, physical [K/128, rup(M, 4)]; columnwise: logical [M/128, K]
+# row-major with K padded to 4. Padding is 0.
+layout mn_major_pad4(rows, cols) -> (cols, rows) pad(rows: 4) fill 0 = permute(1, 0)
+layout row_major_pad_cols4(rows, cols) pad(cols: 4) fill 0 = view(rows, cols)
+
+# Blockwise FP8 (DeepSeek style, LAYOUTS.md 3.1): multiplier F / max(amax, floor), stored 1/multiplier.
+# ROCm TE Triton (adapted from Primus-Turbo): amax floor 1e-4, no power-of-two rounding.
+profile fp8_block_rocm_te {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale f32(amax_floor: 1e-4, pow2: false)
+}
+
+# NVIDIA TE Float8BlockScaling defaults: no floor (amax 0 -> multiplier 1), power-of-two multipliers.
+profile fp8_block_nvte {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale f32(amax_floor: 0, pow2: true)
+}

@@ -8,6 +8,9 @@
 import importlib
 
 VARIANTS = {
+    ('fp8_1x128_nvte', (('gemm_ready', False),)): 'fp8_1x128_nvte__gr0__c120a45b',
+    ('fp8_1x128_nvte', (('gemm_ready', True),)): 'fp8_1x128_nvte__gr1__aa17c209',
+    ('fp8_1x128_rocm_te', ()): 'fp8_1x128_rocm_te__1be7b351',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__8da09698',

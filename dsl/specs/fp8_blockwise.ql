@@ -1,0 +1,31 @@
+# Blockwise FP8, 1x128 (activations and gradients), both directions from one read of a bf16 [M, N].
+#
+# fp8_1x128_rocm_te: ROCm TE Triton / Primus-Turbo. data [M, N] both directions (columnwise NOT
+#   transposed, blocks of 128 along M); fp32 scales [M, N/128] and [M/128, N], row-major.
+# fp8_1x128_nvte: NVIDIA TE. COMPACT by default (as above); with gemm_ready, the GEMM_READY format:
+#   rowwise scales MN-major [N/128, rup(M, 4)], columnwise data transposed [N, M] with scales
+#   [M/128, rup(N, 4)].
+
+kernel fp8_1x128_rocm_te(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_rocm_te {
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 128x1 profile fp8_block_rocm_te {
+        store data  as row_major
+        store scale as row_major
+    }
+}
+
+kernel fp8_1x128_nvte(x: bf16[M, N]) {
+    option gemm_ready
+
+    rowwise blocks 1x128 profile fp8_block_nvte {
+        store data  as row_major
+        store scale as mn_major_pad4 if gemm_ready
+    }
+    colwise blocks 128x1 profile fp8_block_nvte {
+        store data  as transpose if gemm_ready
+        store scale as row_major_pad_cols4 if gemm_ready
+    }
+}

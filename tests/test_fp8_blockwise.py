@@ -1,0 +1,90 @@
+"""Blockwise FP8 1x128 with fp32 scales (DeepSeek style, LAYOUTS.md 3.1 and 3.2), and exact rounding
+when the scaled value carries 24 significant bits (fp32 inputs, non-power-of-two scales)."""
+import pytest
+import torch
+
+import quantlay
+from quantlay import inputs, reference
+from quantlay.formats import E4M3, F32Scale
+from quantlay.generated import find
+from quantlay.spec import SPECS_DIR, load
+
+from conftest import DEVICE
+
+SPEC = SPECS_DIR / "fp8_blockwise.ql"
+KERNELS = {k.name: k for k in load(SPEC)}
+
+
+def test_scale_rule_worked_example():
+    """LAYOUTS.md 3.1: amax 3.0, E4M3: F/amax = 149.33; pow2 -> 128 -> scale_inv 2^-7."""
+    amax = torch.tensor([3.0, 0.0, float("inf"), float("nan"), 1e-30])
+    inv, mult = F32Scale(pow2=True).scales_reference(amax, E4M3())
+    assert inv[0].item() == 2.0 ** -7 and mult[0].item() == 128.0
+    assert mult[1:4].tolist() == [1.0, 1.0, 1.0]                 # bad amax -> multiplier 1 (NVIDIA TE)
+    inv, mult = F32Scale(amax_floor=1e-4).scales_reference(amax, E4M3())
+    assert abs(inv[0].item() - 0.0066964) < 1e-7
+    assert mult[1].item() == torch.tensor(448.0) / torch.tensor(1e-4)   # floored amax
+    assert mult[4].item() == mult[1].item()
+
+
+@pytest.mark.parametrize("name,opts", [("fp8_1x128_rocm_te", {}), ("fp8_1x128_nvte", {"gemm_ready": False}),
+                                       ("fp8_1x128_nvte", {"gemm_ready": True})])
+def test_kernels_bit_exact(name, opts):
+    variant = KERNELS[name].variant(**opts)
+    mod = find(name, **opts)
+    for (M, N), cname in (((130, 250), "normal"), ((256, 128), "specials"), ((6, 256), "ties")):
+        x = inputs.CLASSES[cname](M, N, seed=M)
+        shapes = mod._shapes(M, N)
+        out = {k: torch.full(s[2], 7, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
+        res = mod.quantize(x.to(DEVICE), out=out)
+        ref = reference.quantize(variant, x)
+        for k in ref:
+            got = res[k].tensor.cpu()
+            assert got.dtype == ref[k].dtype and reference.same_values(got.float(), ref[k].float()) \
+                if got.dtype == torch.float32 else torch.equal(got, ref[k]), (name, opts, M, N, cname, k)
+        for d in ("rowwise", "colwise"):
+            assert reference.same_values(mod.dequantize(res, d), reference.dequantize(variant, d, ref, M, N))
+
+
+def test_gemm_ready_layouts():
+    """LAYOUTS.md 3.2 worked example: M=6, K=256 -> rowwise scale_inv (2, 8), row 5 k-block 1 at 13."""
+    mod = find("fp8_1x128_nvte", gemm_ready=True)
+    x = inputs.normal(6, 256, seed=1)
+    res = mod.quantize(x.to(DEVICE))
+    s = res["rowwise_scale"].tensor.cpu()
+    assert tuple(s.shape) == (2, 8)
+    ref = reference.quantize(KERNELS["fp8_1x128_nvte"].variant(gemm_ready=False), x)["rowwise_scale"]
+    assert s.flatten()[13] == ref[5, 1]
+    assert s.flatten()[[6, 7, 14, 15]].tolist() == [0.0] * 4       # padding
+    assert tuple(res["colwise_data"].tensor.shape) == (256, 6)      # transposed
+
+
+def near_subnormal_ties(M, N, dtype):
+    """Values one fp32 ulp either side of the smallest E2M1 / E4M3 midpoints after scaling."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.tensor([0.25, 0.75, 1.25, 1.75]).repeat(M * N // 4 + 1)[: M * N]
+    nudge = torch.randint(-1, 2, (M * N,), generator=g).float()
+    x = torch.where(nudge == 0, base, torch.nextafter(base, base + nudge))
+    x = x.reshape(M, N)
+    x[:, ::32] = 4.0  # every block's amax is 4: power-of-two scale 1 under EVEN
+    return x.to(dtype)
+
+
+def test_fp32_input_rounds_exactly_near_ties(tmp_path, monkeypatch):
+    """fp32 inputs keep 24 significant bits: the E2M1 rounding must not go through an inexact add."""
+    monkeypatch.setenv("QUANTLAY_CACHE", str(tmp_path))
+    text = """
+kernel mx_fp32_in(x: fp32[M, N]) {
+    rowwise blocks 1x32 {
+        element e2m1(ties: even)
+        scale e8m0(mode: even)
+        store data as packed(low: even)
+        store scale as row_major
+    }
+}
+"""
+    mod = quantlay.build(text)
+    x = near_subnormal_ties(64, 64, torch.float32)
+    res = mod.quantize(x.to(DEVICE))
+    ref = reference.quantize(load(text)[0].variant(), x)
+    assert torch.equal(res["rowwise_data"].tensor.cpu(), ref["rowwise_data"])
