@@ -145,6 +145,11 @@ def _numeric_alternatives(variant: VariantIR, direction: str):
     for z in ZERO_SIGN_RULES:
         if z != el.zero_sign:
             yield ("zero_sign", z), _variant_with(variant, direction, element=dataclasses.replace(el, zero_sign=z))
+    top = (1 << el.bits) - 1
+    for nan in sorted({0x0, top >> 1, (top >> 1) + 1, top} - {el.nan}):
+        yield ("nan", nan), _variant_with(variant, direction, element=dataclasses.replace(el, nan=nan))
+    if sc.name != "e8m0":  # other scale formats: only the element rules are varied
+        return
     for m in E8M0_MODES:
         for zero in [sc.zero_amax] + sorted({0, 127} - {sc.zero_amax}):
             if (m, zero) != (sc.mode, sc.zero_amax):
@@ -152,8 +157,6 @@ def _numeric_alternatives(variant: VariantIR, direction: str):
                 yield ("mode", (m, zero)), _variant_with(variant, direction, scale=alt)
     for inf in sorted({253, 254, 255} - {sc.inf_amax}):
         yield ("inf_amax", inf), _variant_with(variant, direction, scale=dataclasses.replace(sc, inf_amax=inf))
-    for nan in sorted({0x0, 0x7, 0x8, 0xF} - {el.nan}):
-        yield ("nan", nan), _variant_with(variant, direction, element=dataclasses.replace(el, nan=nan))
 
 
 def _sentence(kind, value, d, key, ref, hand, x, variant) -> str:

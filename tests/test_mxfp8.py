@@ -105,3 +105,19 @@ def test_packed_on_fp8_is_a_spec_error():
     with pytest.raises(quantlay.SpecError, match="packed\\(...\\) applies to 4-bit elements only"):
         load("kernel k(x: bf16[M, N]) { rowwise blocks 1x32 profile mxfp8_nvte {"
              " store data as packed(low: even) store scale as row_major } }")
+
+
+def test_blockwise_gemm_ready_colwise_is_rowwise_of_transpose():
+    """Metamorphic for blockwise FP8: transposed columnwise data of X == rowwise data of X^T."""
+    mod = find("fp8_1x128_nvte", gemm_ready=True)
+    x = inputs.normal(256, 384, seed=4)
+    a = mod.quantize(x.to(DEVICE))
+    b = mod.quantize(x.t().contiguous().to(DEVICE))
+    assert torch.equal(a["colwise_data"].tensor, b["rowwise_data"].tensor)
+
+
+@pytest.mark.parametrize("spec", sorted(p.name for p in SPECS_DIR.glob("*.ql")))
+def test_verify_passes_for_every_shipped_spec(spec, capsys):
+    from quantlay.cli import main
+    assert main(["verify", str(SPECS_DIR / spec), "--shapes", "128x256"]) == 0
+    assert "verify passed" in capsys.readouterr().out
