@@ -82,8 +82,15 @@ class DirectionIR:
 
     @property
     def block_axis(self) -> int:
-        """The input axis a block runs along: COLS for rowwise (1xB), ROWS for colwise (Bx1)."""
+        """The axis that is last in the direction's tile: COLS for rowwise (1xB), ROWS for colwise
+        (Bx1). A square block spans both; its direction's name decides."""
+        if self.block2d:
+            return COLS if self.name == "rowwise" else ROWS
         return COLS if self.block[0] == 1 else ROWS
+
+    @property
+    def block2d(self) -> bool:
+        return self.block[0] == self.block[1] and self.block[0] > 1
 
     @property
     def block_size(self) -> int:
@@ -202,10 +209,10 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
     conds = tuple((s.layout.name, s.condition[1] if s.condition else None) for s in stages)
     rows, cols = M, N
     if store.target == "scale":
-        if d.block_axis == COLS:
-            cols = cdiv(N, d.block_size)
-        else:
-            rows = cdiv(M, d.block_size)
+        if d.block[0] > 1:
+            rows = cdiv(M, d.block[0])
+        if d.block[1] > 1:
+            cols = cdiv(N, d.block[1])
         return OutputIR(d.name, "scale", d.block, d.scale.name, None, None, chain, (rows, cols), spans,
                         text, conds)
     packs = [i for i, it in enumerate(active) if isinstance(it, PackRef)]
@@ -418,8 +425,9 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used) -> Directio
                    did_you_mean(d.name, DIRECTIONS) or "use rowwise or colwise")
     a, b = d.block
     expect_row = d.name == "rowwise"
-    if (expect_row and a != 1) or (not expect_row and b != 1) or min(a, b) != 1:
-        want = "1xB" if expect_row else "Bx1"
+    square = a == b and a > 1  # 2-D blocks (weights): the same scales serve both directions
+    if not square and ((expect_row and a != 1) or (not expect_row and b != 1) or min(a, b) != 1):
+        want = "1xB (or a square BxB)" if expect_row else "Bx1 (or a square BxB)"
         raise _err(f"{d.name} blocks {a}x{b}: a {d.name} block is {want}", d.block_span,
                    f"write blocks {'1x32' if expect_row else '32x1'}")
     bs = max(a, b)

@@ -106,6 +106,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[st
         "name": d.name,
         "B": d.block_size,
         "oriented": oriented,
+        "block2d": d.block2d,
         "R": "BLOCK_N" if oriented else "BLOCK_M",
         "C": "BLOCK_M" if oriented else "BLOCK_N",
         "axis": "cols" if d.block_axis == COLS else "rows",
@@ -171,6 +172,9 @@ def _bcast(j: int, n: int) -> str:
 def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable) -> Dict[str, object]:
     B = d.block_size
     oriented = d.block_axis == ROWS  # the direction's tile is the transposed input tile
+    if o.role == "data" and o.pack_axis is not None and d.block2d:
+        raise SpecError(f"{o.key}: packed 4-bit data with square blocks is not supported by the MX template",
+                        line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
     if o.role == "data" and o.pack_axis is not None and o.pack_axis != d.block_axis:
         raise SpecError(f"{o.key}: packing along the {'rows' if o.pack_axis == ROWS else 'cols'} of a "
                         f"{d.name} direction is not supported by the MX template; pack along the block axis "
@@ -178,7 +182,8 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
                         line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
     # Tile of this output in the direction's orientation, and the program ids of its two axes.
     width = "2" if o.role == "data" and o.pack_axis is not None else ("1" if o.role == "data" else str(B))
-    tile = ("BLOCK_N", f"BLOCK_M // {width}") if oriented else ("BLOCK_M", f"BLOCK_N // {width}")
+    height = str(B) if o.role == "scale" and d.block2d else "1"
+    tile = (f"BLOCK_N // {height}", f"BLOCK_M // {width}") if oriented else (f"BLOCK_M // {height}", f"BLOCK_N // {width}")
     tile = tuple(t[:-len(" // 1")] if t.endswith(" // 1") else t for t in tile)
     pids = ("n", "m") if oriented else ("m", "n")
     tile_coords, stages = _oriented(o, d)
@@ -198,8 +203,8 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     phys = o.chain.physical_shape(o.logical[0], o.logical[1])
     padded = o.chain.logical_padding(o.logical[0], o.logical[1])
     # Input-coordinate extent this output covers (its padding included): the grid must reach it.
-    scale_r = 2 if o.pack_axis == ROWS else (B if o.role == "scale" and d.block_axis == ROWS else 1)
-    scale_c = 2 if o.pack_axis == COLS else (B if o.role == "scale" and d.block_axis == COLS else 1)
+    scale_r = 2 if o.pack_axis == ROWS else (d.block[0] if o.role == "scale" else 1)
+    scale_c = 2 if o.pack_axis == COLS else (d.block[1] if o.role == "scale" else 1)
     reqs = []
     for stage, param, value, k in o.chain.requirements(o.logical[0], o.logical[1]):
         option = dict(o.conditions).get(stage)
@@ -307,5 +312,6 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "min_tile_m": tile_m, "min_tile_n": tile_n,
         "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 2,
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),
+        "batch_rows": max([d.block[0] for d in k.directions if d.block2d] + [1]),
         "canonical": variant.canonical().splitlines(),
     }

@@ -20,7 +20,12 @@ def block_amax(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Ten
     """(amax per block, padded x) for a 2-D fp32 input; partial blocks are padded with zeros."""
     M, N = x.shape
     B = d.block_size
-    if d.block_axis == COLS:
+    if d.block2d:
+        xp = F.pad(x, (0, (-N) % B, 0, (-M) % B))
+        blocks = xp.reshape(xp.shape[0] // B, B, xp.shape[1] // B, B).permute(0, 2, 1, 3).reshape(
+            xp.shape[0] // B, xp.shape[1] // B, B * B)
+        red = 2
+    elif d.block_axis == COLS:
         xp = F.pad(x, (0, (-N) % B))
         blocks = xp.reshape(M, -1, B)
         red = 2
@@ -41,10 +46,11 @@ def quantize_direction(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, t
     amax, xp = block_amax(x, d)
     e, mult = d.scale.scales_reference(amax, d.element)
     B = d.block_size
-    if d.block_axis == COLS:
-        full = mult.repeat_interleave(B, dim=1)
-    else:
-        full = mult.repeat_interleave(B, dim=0)
+    full = mult
+    if d.block[1] > 1:
+        full = full.repeat_interleave(B, dim=1)
+    if d.block[0] > 1:
+        full = full.repeat_interleave(B, dim=0)
     q = xp * full  # fp32 * power of two: the kernel's exact product
     codes = d.element.encode_reference(q)[:M, :N]
     return codes, e
@@ -97,8 +103,12 @@ def dequantize(variant: VariantIR, direction: str, outputs: Dict[str, torch.Tens
     codes = logical_view(variant.output(f"{direction}_data"), outputs[f"{direction}_data"], M, N)
     e = logical_view(variant.output(f"{direction}_scale"), outputs[f"{direction}_scale"], M, N)
     scale = d.scale.dequant_reference(e)
-    B = d.block_size
-    full = scale.repeat_interleave(B, dim=1 if d.block_axis == COLS else 0)[:M, :N]
+    full = scale
+    if d.block[1] > 1:
+        full = full.repeat_interleave(d.block[1], dim=1)
+    if d.block[0] > 1:
+        full = full.repeat_interleave(d.block[0], dim=0)
+    full = full[:M, :N]
     return d.element.decode(codes[:M, :N]) * full
 
 

@@ -8,6 +8,8 @@
 import importlib
 
 VARIANTS = {
+    ('fp8_128x128_nvte', ()): 'fp8_128x128_nvte__cbdc3669',
+    ('fp8_128x128_rocm_te', ()): 'fp8_128x128_rocm_te__5e6b9e26',
     ('fp8_1x128_nvte', (('gemm_ready', False),)): 'fp8_1x128_nvte__gr0__c120a45b',
     ('fp8_1x128_nvte', (('gemm_ready', True),)): 'fp8_1x128_nvte__gr1__aa17c209',
     ('fp8_1x128_rocm_te', ()): 'fp8_1x128_rocm_te__1be7b351',

@@ -88,3 +88,42 @@ kernel mx_fp32_in(x: fp32[M, N]) {
     res = mod.quantize(x.to(DEVICE))
     ref = reference.quantize(load(text)[0].variant(), x)
     assert torch.equal(res["rowwise_data"].tensor.cpu(), ref["rowwise_data"])
+
+
+@pytest.mark.parametrize("name", ["fp8_128x128_rocm_te", "fp8_128x128_nvte"])
+def test_128x128_kernels_bit_exact(name):
+    variant = KERNELS[name].variant()
+    mod = find(name)
+    for (M, N), cname in (((130, 250), "normal"), ((256, 384), "specials"), ((128, 128), "ties")):
+        x = inputs.CLASSES[cname](M, N, seed=N)
+        res = mod.quantize(x.to(DEVICE))
+        ref = reference.quantize(variant, x)
+        for k in ref:
+            got = res[k].tensor.cpu()
+            same = reference.same_values(got, ref[k]) if got.dtype == torch.float32 else torch.equal(got, ref[k])
+            assert same, (name, M, N, cname, k)
+        for d in KERNELS[name].directions:
+            assert reference.same_values(mod.dequantize(res, d.name),
+                                         reference.dequantize(variant, d.name, ref, M, N))
+
+
+def test_128x128_scale_shapes_and_shared_scales():
+    """LAYOUTS.md 3.2 (TE GEMM_READY 2D): rowwise (cdiv(M,128), rup(cdiv(K,128),4)), columnwise
+    (cdiv(K,128), rup(cdiv(M,128),4)); one amax per tile, so the two hold the same values transposed."""
+    res = find("fp8_128x128_nvte").quantize(inputs.normal(256, 384, seed=2).to(DEVICE))
+    rs, cs = res["rowwise_scale"].tensor.cpu(), res["colwise_scale"].tensor.cpu()
+    assert tuple(rs.shape) == (2, 4) and tuple(cs.shape) == (3, 4)
+    assert torch.equal(rs[:, :3], cs[:, :2].t())
+    assert tuple(res["colwise_data"].tensor.shape) == (384, 256)
+
+
+def test_batched_weights():
+    mod = find("fp8_128x128_rocm_te")
+    w = inputs.normal(3 * 128, 256, seed=5).reshape(3, 128, 256)
+    res = mod.quantize(w.to(DEVICE))
+    for b in range(3):
+        one = mod.quantize(w[b].contiguous().to(DEVICE))
+        assert torch.equal(res["rowwise_scale"].tensor[b], one["rowwise_scale"].tensor[0])
+        assert torch.equal(res["rowwise_data"].tensor[b * 128:(b + 1) * 128], one["rowwise_data"].tensor)
+    with pytest.raises(quantlay.LaunchError, match=r"rows of each matrix \(x.shape\[-2\] = 100\) must be a multiple of 128"):
+        mod.quantize(inputs.normal(200, 256).reshape(2, 100, 256).to(DEVICE))

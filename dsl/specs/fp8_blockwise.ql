@@ -29,3 +29,29 @@ kernel fp8_1x128_nvte(x: bf16[M, N]) {
         store scale as row_major_pad_cols4 if gemm_ready
     }
 }
+
+# Blockwise FP8, 128x128 (weights): one scale per 128x128 tile, amax over the whole tile, so the same
+# scales serve the rowwise and the transposed columnwise copy. Leading dims (batched weights
+# [B, M, N]) are flattened into M: blocks never straddle two weights when M % 128 == 0.
+#
+# fp8_128x128_rocm_te: data [M, N], scales [M/128, N/128] row-major (ROCm TE Triton / Primus-Turbo).
+# fp8_128x128_nvte: NVIDIA TE GEMM_READY: rowwise data [M, N] with scales [M/128, rup(N/128, 4)];
+#   columnwise data transposed [N, M] with scales [N/128, rup(M/128, 4)].
+
+kernel fp8_128x128_rocm_te(x: bf16[M, N]) {
+    rowwise blocks 128x128 profile fp8_block_rocm_te {
+        store data  as row_major
+        store scale as row_major
+    }
+}
+
+kernel fp8_128x128_nvte(x: bf16[M, N]) {
+    rowwise blocks 128x128 profile fp8_block_nvte {
+        store data  as row_major
+        store scale as row_major_pad_cols4
+    }
+    colwise blocks 128x128 profile fp8_block_nvte {
+        store data  as transpose
+        store scale as transpose | row_major_pad_cols4
+    }
+}
