@@ -227,23 +227,35 @@ class F32Scale:
     Elements saturate to +-F before the cast (the element format saturates)."""
     amax_floor: float = 0.0
     pow2: bool = False
+    # f_over_amax: multiplier = F / amax, stored 1 / multiplier (TE, ROCm TE, Primus).
+    # amax_over_f: stored sf = amax / F, multiplier = 1 / sf (DeepGEMM); with pow2, sf is rounded UP
+    # to a power of two (DeepGEMM's UE8M0, exponent clamped to 1..254).
+    rule: str = "f_over_amax"
 
     name = "f32"
     storage = "f32"
     nan_in_amax = "propagate"
 
     def scales_reference(self, amax: torch.Tensor, element):
+        """(stored scale, multiplier) per block, in fp32."""
         a = amax.float()
         floor = torch.tensor(f32(self.amax_floor), dtype=torch.float32, device=a.device)
         a = torch.where(torch.isnan(a), a, torch.maximum(a, floor))
         F = torch.tensor(f32(element.max_value), dtype=torch.float32, device=a.device)
-        m = F / a
         bad = (a == 0) | torch.isinf(a) | torch.isnan(a)
-        m = torch.where(bad, torch.ones_like(m), m)
+        one = torch.ones_like(a)
+        if self.rule == "amax_over_f":
+            sf = torch.where(bad, one, a / F)
+            if self.pow2:
+                b = sf.view(torch.int32)
+                e = ((b >> 23) + ((b & 0x7FFFFF) != 0).int()).clamp(1, 254)
+                sf = (e << 23).view(torch.float32)
+            return sf, one / sf
+        m = torch.where(bad, one, F / a)
         m = torch.where(torch.isinf(m), torch.full_like(m, FP32_MAX), m)
         if self.pow2:
             m = (m.view(torch.int32) & 0x7F800000).view(torch.float32)
-        return torch.ones_like(m) / m, m
+        return one / m, m
 
     @staticmethod
     def dequant_reference(stored: torch.Tensor) -> torch.Tensor:

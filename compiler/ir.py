@@ -328,7 +328,8 @@ _SCALE_ARGS = {
         "inf_amax": ("int", (), 0, 255), "nan_amax": ("int", (), 0, 255),
         "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
     },
-    "f32": {"amax_floor": ("float", (), 0, 1), "pow2": ("bool", ())},
+    "f32": {"amax_floor": ("float", (), 0, 1), "pow2": ("bool", ()),
+            "rule": ("name", ("f_over_amax", "amax_over_f"))},
 }
 
 

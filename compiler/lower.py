@@ -87,6 +87,7 @@ def _f32_ctx(sc, el) -> Dict[str, object]:
         "amax_floor": _py_float(f32(sc.amax_floor)),
         "has_floor": sc.amax_floor > 0,
         "pow2": sc.pow2,
+        "rule": sc.rule,
         "fp32_max": _py_float(FP32_MAX),
     }
 

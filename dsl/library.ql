@@ -78,3 +78,17 @@ profile fp8_block_nvte {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale f32(amax_floor: 0, pow2: true)
 }
+
+# DeepGEMM (per_token_cast_to_fp8 / per_block_cast_to_fp8): sf = max(amax, 1e-4) / 448 stored as fp32,
+# data multiplied by 1 / sf (another rounding than 448 / amax). NaN and Inf amax give sf = 1 here
+# (DeepGEMM does not special-case them).
+profile fp8_block_deepgemm {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale f32(amax_floor: 1e-4, pow2: false, rule: amax_over_f)
+}
+
+# DeepGEMM with use_ue8m0: sf rounded up to a power of two (exponent 1..254).
+profile fp8_block_deepgemm_ue8m0 {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale f32(amax_floor: 1e-4, pow2: true, rule: amax_over_f)
+}

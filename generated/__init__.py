@@ -8,11 +8,13 @@
 import importlib
 
 VARIANTS = {
-    ('fp8_128x128_nvte', ()): 'fp8_128x128_nvte__cbdc3669',
-    ('fp8_128x128_rocm_te', ()): 'fp8_128x128_rocm_te__5e6b9e26',
-    ('fp8_1x128_nvte', (('gemm_ready', False),)): 'fp8_1x128_nvte__gr0__c120a45b',
-    ('fp8_1x128_nvte', (('gemm_ready', True),)): 'fp8_1x128_nvte__gr1__aa17c209',
-    ('fp8_1x128_rocm_te', ()): 'fp8_1x128_rocm_te__1be7b351',
+    ('fp8_128x128_nvte', ()): 'fp8_128x128_nvte__f0cd08c8',
+    ('fp8_128x128_rocm_te', ()): 'fp8_128x128_rocm_te__6b24f349',
+    ('fp8_1x128_deepgemm', ()): 'fp8_1x128_deepgemm__63527db2',
+    ('fp8_1x128_deepgemm_ue8m0', ()): 'fp8_1x128_deepgemm_ue8m0__09ce9a14',
+    ('fp8_1x128_nvte', (('gemm_ready', False),)): 'fp8_1x128_nvte__gr0__3e89ac0a',
+    ('fp8_1x128_nvte', (('gemm_ready', True),)): 'fp8_1x128_nvte__gr1__d7291ea9',
+    ('fp8_1x128_rocm_te', ()): 'fp8_1x128_rocm_te__197d6343',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__8da09698',

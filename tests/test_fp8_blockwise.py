@@ -28,7 +28,8 @@ def test_scale_rule_worked_example():
 
 
 @pytest.mark.parametrize("name,opts", [("fp8_1x128_rocm_te", {}), ("fp8_1x128_nvte", {"gemm_ready": False}),
-                                       ("fp8_1x128_nvte", {"gemm_ready": True})])
+                                       ("fp8_1x128_nvte", {"gemm_ready": True}), ("fp8_1x128_deepgemm", {}),
+                                       ("fp8_1x128_deepgemm_ue8m0", {})])
 def test_kernels_bit_exact(name, opts):
     variant = KERNELS[name].variant(**opts)
     mod = find(name, **opts)
@@ -42,8 +43,19 @@ def test_kernels_bit_exact(name, opts):
             got = res[k].tensor.cpu()
             assert got.dtype == ref[k].dtype and reference.same_values(got.float(), ref[k].float()) \
                 if got.dtype == torch.float32 else torch.equal(got, ref[k]), (name, opts, M, N, cname, k)
-        for d in ("rowwise", "colwise"):
+        for d in (d.name for d in KERNELS[name].directions):
             assert reference.same_values(mod.dequantize(res, d), reference.dequantize(variant, d, ref, M, N))
+
+
+def test_deepgemm_rule():
+    """LAYOUTS.md 3.1: amax 3.0 -> DeepGEMM sf = 3/448, UE8M0 sf = 2^-7; data multiplied by 1/sf."""
+    amax = torch.tensor([3.0, 0.0])
+    sf, mult = F32Scale(amax_floor=1e-4, rule="amax_over_f").scales_reference(amax, E4M3())
+    assert sf[0].item() == (torch.tensor(3.0) / torch.tensor(448.0)).item()
+    assert mult[0].item() == (1 / torch.tensor(3.0 / 448, dtype=torch.float32)).item()
+    assert sf[1].item() == (torch.tensor(1e-4) / torch.tensor(448.0)).item()  # floor, not "bad amax"
+    sf, mult = F32Scale(amax_floor=1e-4, pow2=True, rule="amax_over_f").scales_reference(amax, E4M3())
+    assert sf[0].item() == 2.0 ** -7 and mult[0].item() == 128.0
 
 
 def test_gemm_ready_layouts():

@@ -55,3 +55,19 @@ kernel fp8_128x128_nvte(x: bf16[M, N]) {
         store scale as transpose | row_major_pad_cols4
     }
 }
+
+# DeepGEMM's activation cast: 1x128 rowwise, fp32 scales [M, N/128] (the TMA-aligned MN-major layout
+# of its GEMM is `mn_major_pad4` for fp32 scales); with ue8m0 the scales are powers of two.
+kernel fp8_1x128_deepgemm(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_deepgemm {
+        store data  as row_major
+        store scale as row_major
+    }
+}
+
+kernel fp8_1x128_deepgemm_ue8m0(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_deepgemm_ue8m0 {
+        store data  as row_major
+        store scale as mn_major_pad4
+    }
+}
