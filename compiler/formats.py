@@ -28,6 +28,7 @@ def f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+@dataclass(frozen=True)
 class Minifloat:
     """A small float element format: sign, `ebits` exponent bits (bias `bias`), `mbits` mantissa bits,
     subnormals, saturation to the largest finite magnitude (`max_code`). Subclasses are frozen
@@ -36,6 +37,10 @@ class Minifloat:
     Every finite magnitude is listed in `GRID` (index = magnitude code), so the reference can round by
     nearest grid value, a method independent of the kernels' integer rounding.
     """
+    ties: str = "even"          # rounding at exact midpoints: even | away (from zero) | zero (toward)
+    zero_sign: str = "sign_bit"  # sign of a result of magnitude 0: sign_bit | negative_only | positive
+    nan: int = 0x7F              # the code written for a NaN input
+
     name = ""
     ebits = mbits = bias = max_code = bits = 0
 
@@ -104,9 +109,7 @@ class Minifloat:
 @dataclass(frozen=True)
 class E2M1(Minifloat):
     """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (LAYOUTS.md 1)."""
-    ties: str = "even"          # rounding at exact midpoints: even | away (from zero) | zero (toward)
-    zero_sign: str = "sign_bit"  # sign of a result of magnitude 0: sign_bit | negative_only | positive
-    nan: int = 0x7               # the 4-bit code written for a NaN input
+    nan: int = 0x7               # no NaN code: the 4-bit code written for a NaN input
 
     name = "e2m1"
     ebits, mbits, bias, max_code, bits = 2, 1, 1, 7, 4
@@ -125,9 +128,6 @@ class E2M1(Minifloat):
 @dataclass(frozen=True)
 class E4M3(Minifloat):
     """FP8 E4M3 (OCP e4m3fn): bias 7, 3 mantissa bits, no Inf, NaN = 0x7F/0xFF, max 448. Saturating."""
-    ties: str = "even"
-    zero_sign: str = "sign_bit"
-    nan: int = 0x7F
 
     name = "e4m3"
     ebits, mbits, bias, max_code, bits = 4, 3, 7, 0x7E, 8
@@ -136,9 +136,6 @@ class E4M3(Minifloat):
 @dataclass(frozen=True)
 class E5M2(Minifloat):
     """FP8 E5M2: bias 15, 2 mantissa bits, Inf 0x7C, NaN 0x7D..0x7F, max 57344. Saturating (no Inf out)."""
-    ties: str = "even"
-    zero_sign: str = "sign_bit"
-    nan: int = 0x7F
 
     name = "e5m2"
     ebits, mbits, bias, max_code, bits = 5, 2, 15, 0x7B, 8
