@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch

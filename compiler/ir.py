@@ -9,7 +9,7 @@ used. What comes out is immutable and fully resolved: layouts are `Layout` objec
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from quantlay.dsl import ast

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .expr import Const, Expr, ExprLike, as_expr, cdiv, rup
+from .expr import Const, Expr, ExprLike, as_expr, rup
 
 ROWS, COLS = 0, 1
 _SizeFn = Callable[[Expr], Expr]

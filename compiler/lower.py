@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from quantlay.errors import SpecError
 
-from .expr import Bin, Const, Expr, Var, cdiv
-from .formats import INPUT_DTYPES, f32_bits
+from .expr import Bin, Const, Expr, Var
+from .formats import f32_bits
 from .ir import DirectionIR, OutputIR, Setting, VariantIR
 from . import tiles
 from .layout import COLS, ROWS, Chain

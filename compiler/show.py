@@ -8,7 +8,7 @@ import torch
 
 from . import spec as specmod
 from .expr import Var
-from .ir import KernelIR, StageRef, PackRef
+from .ir import KernelIR, PackRef
 from .layout import Layout
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from .expr import Const, Expr, Var
-from .layout import COLS, ROWS, Layout
+from .expr import Const, Expr
+from .layout import Layout
 
 
 @dataclass(frozen=True)

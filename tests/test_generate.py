@@ -2,7 +2,6 @@
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
