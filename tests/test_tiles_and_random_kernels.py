@@ -9,7 +9,6 @@ import quantlay
 from quantlay import inputs, reference, tiles
 from quantlay.expr import Var
 from quantlay.ir import build_layout
-from quantlay.dsl.parser import parse
 from quantlay.layout import Layout
 from quantlay.spec import library, load
 
