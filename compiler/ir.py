@@ -79,6 +79,8 @@ class DirectionIR:
     scale_store: StoreIR
     settings: Tuple[Setting, ...]
     span: Span
+    segmented: bool = False  # rows are groups, each padded to a multiple of the block (LAYOUTS.md 3.3)
+    condition: Optional[Tuple[bool, str]] = None  # the direction exists only under this option
 
     @property
     def block_axis(self) -> int:
@@ -136,6 +138,7 @@ class KernelIR:
     spec_path: Optional[str]
     spec_hash: str
     option_spans: Tuple[Span, ...] = ()
+    groups: Optional[Tuple[str, str]] = None  # (group-lengths parameter, its count G)
 
     def variants(self) -> List["VariantIR"]:
         out = []
@@ -152,7 +155,7 @@ class KernelIR:
                             hint=did_you_mean(name, self.options) or f"options: {', '.join(self.options)}")
         vals = tuple((o, bool(values.get(o, False))) for o in self.options)
         outputs = []
-        for d in self.directions:
+        for d in _active(self.directions, dict(vals)):
             outputs.append(_resolve_store(d, d.data, dict(vals)))
             outputs.append(_resolve_store(d, d.scale_store, dict(vals)))
         return VariantIR(self, vals, tuple(outputs))
@@ -164,8 +167,13 @@ class VariantIR:
     options: Tuple[Tuple[str, bool], ...]
     outputs: Tuple[OutputIR, ...]
 
+    @property
+    def directions(self) -> Tuple[DirectionIR, ...]:
+        """The directions this option setting quantizes (a direction may depend on an option)."""
+        return _active(self.kernel.directions, dict(self.options))
+
     def direction(self, name: str) -> DirectionIR:
-        return next(d for d in self.kernel.directions if d.name == name)
+        return next(d for d in self.directions if d.name == name)
 
     def output(self, key: str) -> OutputIR:
         return next(o for o in self.outputs if o.key == key)
@@ -191,6 +199,10 @@ class VariantIR:
         return f"{self.kernel.name}__{opts + '__' if opts else ''}{digest}"
 
 
+def _active(directions, values: Dict[str, bool]) -> Tuple[DirectionIR, ...]:
+    return tuple(d for d in directions if d.condition is None or values[d.condition[1]] != d.condition[0])
+
+
 def _abbr(option: str) -> str:
     return "".join(w[0] for w in option.split("_") if w)
 
@@ -208,9 +220,11 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
                     for it in active)
     conds = tuple((s.layout.name, s.condition[1] if s.condition else None) for s in stages)
     rows, cols = M, N
+    if d.segmented:  # upper bound on the padded rows: no device-to-host sync for the real total
+        rows = M + Var("G") * d.block[0]
     if store.target == "scale":
         if d.block[0] > 1:
-            rows = cdiv(M, d.block[0])
+            rows = cdiv(rows, d.block[0])
         if d.block[1] > 1:
             cols = cdiv(N, d.block[1])
         return OutputIR(d.name, "scale", d.block, d.scale.name, None, None, chain, (rows, cols), spans,
@@ -420,7 +434,7 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
     return StoreIR(store.target, tuple(items), store.span)
 
 
-def _build_direction(d: ast.Direction, scope: _Scope, options, used) -> DirectionIR:
+def _build_direction(d: ast.Direction, scope: _Scope, options, used, groups=None) -> DirectionIR:
     if d.name not in DIRECTIONS:
         raise _err(f"unknown direction '{d.name}'", d.span,
                    did_you_mean(d.name, DIRECTIONS) or "use rowwise or colwise")
@@ -464,8 +478,24 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used) -> Directio
             default = "packed(low: even)" if target == "data" else "row_major"
             raise _err(f"{d.name} does not say how to store its {target}", d.span,
                        f"add 'store {target} as {default}'")
+    cond = None
+    if d.condition is not None:
+        c = d.condition
+        if c.option not in options:
+            raise _err(f"unknown option '{c.option}'", c.span,
+                       did_you_mean(c.option, options) or f"declare it first: option {c.option}")
+        used.add(c.option)
+        cond = (c.negate, c.option)
+    if d.segmented:
+        if groups is None:
+            raise _err(f"{d.name} is segmented but the kernel has no groups parameter", d.span,
+                       "add ', group_lens: groups[G]' to the kernel's parameters")
+        if d.name != "colwise" or d.block[1] != 1:
+            raise _err("only colwise (Bx1) blocks can be segmented: groups split the rows", d.span)
+        if element.bits != 8:
+            raise _err(f"segmented quantization is supported for 8-bit elements, not {element.name}", d.span)
     return DirectionIR(d.name, d.block, element, scale, stores["data"], stores["scale"],
-                       tuple(settings), d.span)
+                       tuple(settings), d.span, d.segmented, cond)
 
 
 def build(spec: ast.SpecFile, library: Optional[ast.SpecFile] = None) -> List[KernelIR]:
@@ -526,11 +556,15 @@ def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR
             if d.name in dnames:
                 raise _err(f"kernel {k.name} declares {d.name} twice", d.span, "merge the two sections")
             dnames.add(d.name)
-            dirs.append(_build_direction(d, scope, options, used))
+            dirs.append(_build_direction(d, scope, options, used, k.groups))
+        if k.groups is not None and not any(d.segmented for d in dirs):
+            raise _err(f"kernel {k.name} takes groups '{k.groups[0]}' but no direction is segmented",
+                       k.groups[2], "mark the colwise direction 'segmented', or remove the parameter")
         for name, span in options.items():
             if name not in used:
                 raise _err(f"option '{name}' is declared but no layout uses it", span,
                            f"use it as '<layout> if {name}' in a store line, or remove it")
         kernels.append(KernelIR(k.name, k.input_name, k.dtype, k.dims, tuple(options), tuple(dirs),
-                                k.span, spec.path, spec_hash, tuple(options.values())))
+                                k.span, spec.path, spec_hash, tuple(options.values()),
+                                (k.groups[0], k.groups[1]) if k.groups else None))
     return kernels

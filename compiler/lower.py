@@ -108,6 +108,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[st
         "B": d.block_size,
         "oriented": oriented,
         "block2d": d.block2d,
+        "segmented": d.segmented,
         "R": "BLOCK_N" if oriented else "BLOCK_M",
         "C": "BLOCK_M" if oriented else "BLOCK_N",
         "axis": "cols" if d.block_axis == COLS else "rows",
@@ -196,7 +197,10 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         logical, chain, rc = o.logical, o.chain, ("tj", "ti")
     rows, cols = (sizes(e) for e in logical)
     plan = None
-    if o.role == "data" and tile_coords and len(stages) <= 1 and chain.fill() is None:
+    # In a segmented kernel the program's rows are padded output rows; the other directions' outputs
+    # are addressed by the input rows they map to (`in_rows`), element by element.
+    mapped_rows = variant.kernel.groups is not None and not d.segmented
+    if o.role == "data" and tile_coords and len(stages) <= 1 and chain.fill() is None and not mapped_rows:
         plan = tiles.plan(stages[0][0] if stages else None, tile, tuple("pid_" + p for p in pids), rows, cols,
                           sizes)
     prow, pcol = (sizes(e) for e in chain.logical_padding(rows, cols))
@@ -233,7 +237,7 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         "tl_dtype": "tl.float32" if o.role == "scale" and d.scale.storage == "f32" else "tl.uint8",
         "torch_dtype": "torch.float32" if o.role == "scale" and d.scale.storage == "f32" else "torch.uint8",
         "ptr": f"{o.key}_ptr",
-        "pids": pids, "tile": tile, "plan": plan, "rc": rc,
+        "pids": pids, "tile": tile, "plan": plan, "rc": rc, "mapped_rows": mapped_rows,
         "bcast": [_bcast(j, len(plan.dims)) for j in range(len(plan.dims))] if plan else [],
         "tile_mult": tile_mult,
         "offset": offset.render(),
@@ -288,7 +292,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     k = variant.kernel
     directions = []
     outputs = []
-    for d in k.directions:
+    for d in variant.directions:
         dctx = lower_direction(d, tr, k.dtype)
         data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes)
         scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes)
@@ -297,8 +301,8 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         outputs += [data, scale]
     tr.check()
     import math
-    tile_m = math.lcm(2, *[d.block_size for d in k.directions], *[o["tile_mult"][0] for o in outputs])
-    tile_n = math.lcm(2, *[d.block_size for d in k.directions], *[o["tile_mult"][1] for o in outputs])
+    tile_m = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][0] for o in outputs])
+    tile_n = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][1] for o in outputs])
     return {
         "name": variant.name,
         "kernel": k.name,
@@ -313,6 +317,8 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "min_tile_m": tile_m, "min_tile_n": tile_n,
         "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 2,
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),
-        "batch_rows": max([d.block[0] for d in k.directions if d.block2d] + [1]),
+        "batch_rows": max([d.block[0] for d in variant.directions if d.block2d] + [1]),
+        "groups": k.groups[0] if k.groups else None,
+        "segment_rows": next((d.block[0] for d in variant.directions if d.segmented), None),
         "canonical": variant.canonical().splitlines(),
     }

@@ -74,12 +74,31 @@ def unpack(packed: torch.Tensor, axis: int, low: str) -> torch.Tensor:
     return st.reshape(shape)
 
 
-def quantize(variant: VariantIR, x: torch.Tensor) -> Dict[str, torch.Tensor]:
-    """Reference outputs of `variant` for input `x`: physical buffers keyed like the kernel's."""
+def segment_rows(x2: torch.Tensor, group_lens, B: int):
+    """LAYOUTS.md 3.3: each group's rows padded with zero rows to a multiple of B, in an upper-bound
+    buffer of M + B*G rows; returns (padded rows, padded offsets [G+1])."""
+    lens = [int(v) for v in torch.as_tensor(group_lens).cpu().tolist()]
+    out = torch.zeros(x2.shape[0] + B * len(lens), x2.shape[1], dtype=x2.dtype, device=x2.device)
+    offs, src, dst = [0], 0, 0
+    for n in lens:
+        out[dst:dst + n] = x2[src:src + n]
+        src += n
+        dst += -(-n // B) * B
+        offs.append(dst)
+    return out, torch.tensor(offs, dtype=torch.int64)
+
+
+def quantize(variant: VariantIR, x: torch.Tensor, groups=None) -> Dict[str, torch.Tensor]:
+    """Reference outputs of `variant` for input `x` (and group lengths, for segmented kernels)."""
     x2 = x.reshape(-1, x.shape[-1]).float()  # stays on x's device: the GPU tests check big shapes
     out: Dict[str, torch.Tensor] = {}
-    for d in variant.kernel.directions:
-        codes, e = quantize_direction(x2, d)
+    for d in variant.directions:
+        if d.segmented:
+            xs, offs = segment_rows(x2, groups, d.block[0])
+            codes, e = quantize_direction(xs, d)
+            e[int(offs[-1]) // d.block[0]:] = 0  # blocks past the last group hold zero scales
+        else:
+            codes, e = quantize_direction(x2, d)
         data = variant.output(f"{d.name}_data")
         scale = variant.output(f"{d.name}_scale")
         logical = pack(codes, data.pack_axis, data.pack_low) if data.pack_axis is not None else codes

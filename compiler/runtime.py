@@ -59,6 +59,7 @@ class QuantizedResult(Mapping[str, QuantizedTensor]):
     def __init__(self, kernel: str, outputs: Dict[str, QuantizedTensor]):
         self.kernel = kernel
         self._outputs = dict(outputs)
+        self.extras: Dict[str, torch.Tensor] = {}  # e.g. padded_offsets of segmented kernels
 
     def __getitem__(self, key: str) -> QuantizedTensor:
         return self._outputs[key]
@@ -173,3 +174,24 @@ def tuned(kernel: str, device: torch.device):
         return None
     from .tune import lookup
     return lookup(kernel, device.index or 0)
+
+
+def group_offsets(kernel: str, group_lens, x: torch.Tensor, block: int):
+    """(G, group offsets, padded offsets) as int64 device tensors, computed without a host sync."""
+    if not isinstance(group_lens, torch.Tensor) or group_lens.dim() != 1 or group_lens.dtype not in (
+            torch.int32, torch.int64):
+        raise LaunchError(f"{kernel}: group lengths must be a 1-D int32 or int64 tensor, got "
+                          f"{type(group_lens).__name__}"
+                          + (f" {group_lens.dtype} {tuple(group_lens.shape)}" if isinstance(group_lens, torch.Tensor) else ""))
+    if group_lens.device != x.device:
+        raise LaunchError(f"{kernel}: group lengths are on {group_lens.device}, x on {x.device}; move them "
+                          f"to x's device (they are read by the kernel, never by the host)")
+    G = group_lens.numel()
+    if G == 0:
+        raise LaunchError(f"{kernel}: no groups given; pass at least one group length")
+    lens = group_lens.to(torch.int64)
+    goffs = torch.zeros(G + 1, dtype=torch.int64, device=x.device)
+    poffs = torch.zeros(G + 1, dtype=torch.int64, device=x.device)
+    goffs[1:] = torch.cumsum(lens, 0)
+    poffs[1:] = torch.cumsum((lens + block - 1) // block * block, 0)
+    return G, goffs, poffs

@@ -94,6 +94,8 @@ class Direction:
     scale: Optional[Call]
     stores: Tuple[Store, ...]
     span: Span
+    segmented: bool = False
+    condition: Optional[Condition] = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Kernel:
     options: Tuple[Tuple[str, Span], ...]
     directions: Tuple[Direction, ...]
     span: Span
+    groups: Optional[Tuple[str, str, Span]] = None  # (parameter name, count name, span)
 
 
 @dataclass(frozen=True)

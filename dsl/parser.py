@@ -22,12 +22,13 @@ GRAMMAR_PATH = Path(__file__).with_name("quantlay.lark")
 _READABLE = {
     "NAME": "a name", "INT": "an integer", "HEX": "a hex integer (0x..)", "FLOAT": "a number",
     "BLOCK": "a block shape such as 1x32", "STORE_TARGET": "'data' or 'scale'", "NOT": "'not'",
+    "SEGMENTED": "'segmented'",
     "LPAR": "'('", "RPAR": "')'", "LBRACE": "'{'", "RBRACE": "'}'", "LSQB": "'['", "RSQB": "']'",
     "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "SLASH": "'/'", "VBAR": "'|'", "__ANON_0": "'->'",
     "__ANON_1": "'..'", "$END": "end of file",
 }
 _KEYWORDS = ("layout", "profile", "kernel", "option", "blocks", "element", "scale", "store", "as",
-             "if", "not", "view", "permute", "pad", "fill", "data")
+             "if", "not", "view", "permute", "pad", "fill", "data", "segmented", "groups")
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,23 +153,26 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def direction(self, meta, items):
-        name, block, profile, *stmts = items
+        name, block, segmented, condition, profile, *stmts = items
         a, b = (int(v) for v in str(block).split("x"))
         fmt = _collect_formats([s for s in stmts if isinstance(s, tuple)], f"direction '{name}'")
         stores = tuple(s for s in stmts if isinstance(s, ast.Store))
         return ast.Direction(str(name), (a, b), _tspan(block), profile, fmt.get("element"),
-                             fmt.get("scale"), stores, _tspan(name))
+                             fmt.get("scale"), stores, _tspan(name), segmented is not None, condition)
+
+    def groups_param(self, items):
+        return (str(items[0]), str(items[1]), _tspan(items[0]))
 
     def option_stmt(self, items):
         return ("option", tuple((str(t), _tspan(t)) for t in items))
 
     @v_args(meta=True)
     def kernel_decl(self, meta, items):
-        name, inp, dtype, d0, d1, *stmts = items
+        name, inp, dtype, d0, d1, groups, *stmts = items
         options = tuple(o for s in stmts if isinstance(s, tuple) and s[0] == "option" for o in s[1])
         dirs = tuple(s for s in stmts if isinstance(s, ast.Direction))
         return ast.Kernel(str(name), str(inp), str(dtype), _tspan(dtype), (str(d0), str(d1)), options,
-                          dirs, _tspan(name))
+                          dirs, _tspan(name), groups)
 
     def start(self, items):
         return items

@@ -15,6 +15,8 @@ VARIANTS = {
     ('fp8_1x128_nvte', (('gemm_ready', False),)): 'fp8_1x128_nvte__gr0__3e89ac0a',
     ('fp8_1x128_nvte', (('gemm_ready', True),)): 'fp8_1x128_nvte__gr1__d7291ea9',
     ('fp8_1x128_rocm_te', ()): 'fp8_1x128_rocm_te__197d6343',
+    ('fp8_segment_m', (('fused_rowwise', False),)): 'fp8_segment_m__fr0__a389a466',
+    ('fp8_segment_m', (('fused_rowwise', True),)): 'fp8_segment_m__fr1__ac29b6ee',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__8da09698',

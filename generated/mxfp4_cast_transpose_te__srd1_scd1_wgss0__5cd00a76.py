@@ -269,10 +269,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     kwargs = {"num_warps": num_warps}
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even, **kwargs)
-    return QuantizedResult(NAME, {
+    result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
-
-
+    return result
 def _quantize_buffers(x: torch.Tensor) -> List[torch.Tensor]:
     res = quantize(x)
     return [res[k].tensor for k in LAYOUTS]
@@ -408,5 +407,5 @@ def dequantize(result, direction, block_m=64, block_n=64):
     out = torch.empty((M, N), dtype=torch.float32, device=data.device)
     idx64 = runtime.needs_int64(M * N, data.numel(), scale.numel())
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
-    _DEQUANTIZE_KERNELS[direction][grid](data, scale, out, M, N, *_sizes(M, N), BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64)
+    _DEQUANTIZE_KERNELS[direction][grid](data, scale, out, M, N, *_sizes(result[f"{direction}_data"].layout.shape[0], N), BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64)
     return out

@@ -71,3 +71,21 @@ kernel fp8_1x128_deepgemm_ue8m0(x: bf16[M, N]) {
         store scale as mn_major_pad4
     }
 }
+
+# Segment-padded columnwise quantization for grouped (MoE) weight gradients (LAYOUTS.md 3.3), as ROCm TE
+# and Primus-Turbo compute it: rows arrive as G groups (lengths in a device tensor); each group is
+# padded with zero rows to a multiple of 128 in an upper-bound buffer of M + 128*G rows, blocks of 128
+# never straddle two groups, and scales past the last group are 0. fused_rowwise also writes the
+# 1x128 rowwise operand from the same read of the input.
+kernel fp8_segment_m(x: bf16[M, N], group_lens: groups[G]) {
+    option fused_rowwise
+
+    colwise blocks 128x1 segmented profile fp8_block_rocm_te {
+        store data  as row_major
+        store scale as row_major
+    }
+    rowwise blocks 1x128 if fused_rowwise profile fp8_block_rocm_te {
+        store data  as row_major
+        store scale as row_major
+    }
+}

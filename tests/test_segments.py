@@ -1,0 +1,73 @@
+"""Segment-padded columnwise FP8 for grouped (MoE) GEMMs (LAYOUTS.md 3.3), with the fused rowwise
+output, against the reference; group offsets stay on the device."""
+import pytest
+import torch
+
+import quantlay
+from quantlay import inputs, reference
+from quantlay.generated import find
+from quantlay.spec import SPECS_DIR, load
+
+from conftest import DEVICE
+
+KERNEL = next(k for k in load(SPECS_DIR / "fp8_blockwise.ql") if k.name == "fp8_segment_m")
+
+
+def test_worked_example_80_176():
+    """group sizes [80, 176] -> padded offsets [0, 128, 384]; padding rows and the unused scale row are 0."""
+    mod = find("fp8_segment_m")
+    x = inputs.normal(256, 128, seed=1)
+    res = mod.quantize(x.to(DEVICE), torch.tensor([80, 176], device=DEVICE))
+    assert res.extras["padded_offsets"].tolist() == [0, 128, 384]
+    data = res["colwise_data"].tensor.cpu()
+    assert tuple(data.shape) == (256 + 2 * 128, 128)
+    assert not data[80:128].any() and not data[304:].any()
+    assert data[:80].any() and data[128:304].any()
+    scale = res["colwise_scale"].tensor.cpu()
+    assert (scale[:3] != 0).all() and not scale[3:].any()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("lens", [[0, 1, 127, 128, 129], [80, 176], [300]])
+def test_bit_exact(fused, lens):
+    variant = KERNEL.variant(fused_rowwise=fused)
+    mod = find("fp8_segment_m", fused_rowwise=fused)
+    M = sum(lens)
+    for cname in ("normal", "specials"):
+        x = inputs.CLASSES[cname](M, 256, seed=M)
+        gl = torch.tensor(lens, device=DEVICE)
+        res = mod.quantize(x.to(DEVICE), gl)
+        ref = reference.quantize(variant, x, torch.tensor(lens))
+        for k in ref:
+            got = res[k].tensor.cpu()
+            same = reference.same_values(got, ref[k]) if got.dtype == torch.float32 else torch.equal(got, ref[k])
+            assert same, (fused, lens, cname, k)
+        y = mod.dequantize(res, "colwise")
+        assert tuple(y.shape) == (M + 128 * len(lens), 256)
+        if fused:
+            assert reference.same_values(mod.dequantize(res, "rowwise"),
+                                         reference.dequantize(variant, "rowwise", ref, M, 256))
+
+
+def test_fused_rowwise_is_the_plain_rowwise_cast():
+    """The fused rowwise operand equals the 1x128 rowwise cast of the same input (same profile)."""
+    x = inputs.normal(300, 256, seed=3)
+    fused = find("fp8_segment_m", fused_rowwise=True).quantize(x.to(DEVICE), torch.tensor([100, 200], device=DEVICE))
+    plain = find("fp8_1x128_rocm_te").quantize(x.to(DEVICE))
+    assert torch.equal(fused["rowwise_data"].tensor, plain["rowwise_data"].tensor)
+    assert torch.equal(fused["rowwise_scale"].tensor, plain["rowwise_scale"].tensor)
+
+
+def test_group_length_errors():
+    mod = find("fp8_segment_m")
+    x = inputs.normal(64, 128).to(DEVICE)
+    with pytest.raises(quantlay.LaunchError, match="1-D int32 or int64 tensor"):
+        mod.quantize(x, [64])
+    with pytest.raises(quantlay.LaunchError, match="no groups given"):
+        mod.quantize(x, torch.tensor([], dtype=torch.int64, device=DEVICE))
+
+
+def test_segmented_needs_a_groups_parameter():
+    with pytest.raises(quantlay.SpecError, match="segmented but the kernel has no groups parameter"):
+        load("kernel k(x: bf16[M, N]) { colwise blocks 128x1 segmented profile fp8_block_rocm_te {"
+             " store data as row_major store scale as row_major } }")
