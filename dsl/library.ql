@@ -92,3 +92,16 @@ profile fp8_block_deepgemm_ue8m0 {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale f32(amax_floor: 1e-4, pow2: true, rule: amax_over_f)
 }
+
+# NVIDIA TE MXFP8 with E5M2 data (gradients): the same scale rule with E5M2's maxpos 57344.
+profile mxfp8_nvte_e5m2 {
+    element e5m2(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255)
+}
+
+# ROCm TE's Triton MXFP8 port of the NVIDIA rule (LAYOUTS.md 2.3 and 7): its reciprocal helper maps
+# e == 0 to the multiplier 1.0 (NVIDIA computes 2^127).
+profile mxfp8_rocm_te_triton {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255, e0_multiplier: one)
+}

@@ -42,11 +42,12 @@ def test_e8m0_worked_examples_e4m3():
         assert E8M0(mode=mode).select_reference(amax, E4M3()).tolist() == w, mode
 
 
-@pytest.mark.parametrize("kernel", ["mxfp8_nvte", "mxfp8_torchao"])
-@pytest.mark.parametrize("swizzle", [False, True])
+@pytest.mark.parametrize("kernel,swizzle", [(k, s) for k in ("mxfp8_nvte", "mxfp8_torchao", "mxfp8_nvte_e5m2")
+                                            for s in (False, True)] + [("mxfp8_rocm_te", None)])
 def test_mxfp8_kernels_bit_exact(kernel, swizzle):
-    variant = next(k for k in load(MXFP8_SPEC) if k.name == kernel).variant(with_gemm_swizzled_scales=swizzle)
-    mod = find(kernel, with_gemm_swizzled_scales=swizzle)
+    opts = {} if swizzle is None else {"with_gemm_swizzled_scales": swizzle}
+    variant = next(k for k in load(MXFP8_SPEC) if k.name == kernel).variant(**opts)
+    mod = find(kernel, **opts)
     for (M, N), cname, poison in (((2, 2), "normal", 0xAB), ((98, 166), "specials", 0x5A), ((128, 192), "ties", 0)):
         x = inputs.CLASSES[cname](M, N, seed=M)
         shapes = mod._shapes(M, N)
@@ -57,6 +58,17 @@ def test_mxfp8_kernels_bit_exact(kernel, swizzle):
             assert torch.equal(res[k].tensor.cpu(), ref[k]), (kernel, swizzle, M, N, cname, k)
         for d in ("rowwise", "colwise"):
             assert reference.same_values(mod.dequantize(res, d), reference.dequantize(variant, d, ref, M, N))
+
+
+def test_rocm_te_e0_multiplier_differs_from_nvidia_only_on_tiny_blocks():
+    """ROCm TE multiplies by 1.0 where E8M0 is 0, NVIDIA by 2^127: the data differ only on blocks whose
+    scale byte is 0 (amax below about 2^-119), and only where such a block has non-zero values."""
+    x = inputs.subnormals(64, 128, seed=3)
+    a = find("mxfp8_rocm_te").quantize(x.to(DEVICE))
+    b = find("mxfp8_nvte").quantize(x.to(DEVICE))
+    diff = a["rowwise_data"].tensor != b["rowwise_data"].tensor
+    zero_scale = (a["rowwise_scale"].tensor == 0).repeat_interleave(32, dim=1)
+    assert diff.any() and not (diff & ~zero_scale).any()
 
 
 def test_mxfp8_nvte_swizzled_scale_shapes():

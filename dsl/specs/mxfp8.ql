@@ -32,3 +32,30 @@ kernel mxfp8_torchao(x: bf16[M, N]) {
         store scale as transpose | cublas_blocked_128x4 if with_gemm_swizzled_scales
     }
 }
+
+# NVIDIA TE MXFP8 with E5M2 codes (same layouts as mxfp8_nvte).
+kernel mxfp8_nvte_e5m2(x: bf16[M, N]) {
+    option with_gemm_swizzled_scales
+
+    rowwise blocks 1x32 profile mxfp8_nvte_e5m2 {
+        store data  as row_major
+        store scale as cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+    colwise blocks 32x1 profile mxfp8_nvte_e5m2 {
+        store data  as row_major
+        store scale as transpose if with_gemm_swizzled_scales | cublas_blocked_128x4 if with_gemm_swizzled_scales
+    }
+}
+
+# ROCm TE's Triton MXFP8 cast: data [M, N] in both directions (columnwise not transposed), scales
+# [M, N/32] and [M/32, N], the e == 0 multiplier 1.0.
+kernel mxfp8_rocm_te(x: bf16[M, N]) {
+    rowwise blocks 1x32 profile mxfp8_rocm_te_triton {
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 32x1 profile mxfp8_rocm_te_triton {
+        store data  as row_major
+        store scale as row_major
+    }
+}
