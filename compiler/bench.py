@@ -60,7 +60,7 @@ def copy_gbps(nbytes: int = 2 << 30) -> float:
 
 def mxfp4_entries() -> List[Entry]:
     """Generated MXFP4 cast-transpose kernels (flags on and off) and their peers."""
-    from .generated_index import find
+    from quantlay.generated import find
     kernel = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")[0]
     flags = kernel.options
     out = []

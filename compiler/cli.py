@@ -69,7 +69,7 @@ def _cmd_demo(args) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from . import generate, inputs, reference
     from . import spec as specmod
-    from .generated_index import find
+    from quantlay.generated import find
     device = "cuda" if torch.cuda.is_available() else "cpu"
     files = generate.render_all()
     problems = generate.check(GENERATED_DIR, files)

@@ -246,7 +246,7 @@ def _logical(variant: VariantIR, key: str, t: torch.Tensor, M: int, N: int) -> t
 
 def compare_one(variant: VariantIR, fn: Callable, binding: Binding, x: torch.Tensor, device: str,
                 refs_by_options) -> List[OutputReport]:
-    from .generated_index import find
+    from quantlay.generated import find
     M, N = x.reshape(-1, x.shape[-1]).shape
     mod = find(variant.kernel.name, **dict(variant.options))
     gen = {k: v.tensor.cpu() for k, v in mod.quantize(x.to(device)).items()}
@@ -329,7 +329,7 @@ def _speed(variant, fn, binding, shapes):
     import hashlib
     import triton
     from .bench import copy_gbps
-    from .generated_index import find
+    from quantlay.generated import find
     mod = find(variant.kernel.name, **dict(variant.options))
     copy = copy_gbps()
     rows = []

@@ -1,7 +1,7 @@
 """Element and scale formats: each format's values, rounding and special cases, defined once.
 
 Two consumers read these definitions: the lowering (which turns them into the constants and rules the
-templates emit: tie thresholds, exponent-bit constants) and the PyTorch reference, which implements
+templates emit: rounding constants, exponent-bit constants) and the PyTorch reference, which implements
 the same *meaning* by a different method (nearest grid value, log2 via frexp) so that a slip in either
 one shows up as a mismatch instead of being copied into both. LAYOUTS.md sections 1 and 2 are the
 ground truth for every rule here.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 
@@ -114,15 +114,6 @@ class E2M1(Minifloat):
     name = "e2m1"
     ebits, mbits, bias, max_code, bits = 2, 1, 1, 7, 4
     GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude of codes 0..7
-
-    def thresholds(self) -> List[Tuple[float, bool]]:
-        """(midpoint, tie_goes_up) per neighbouring pair: magnitude code = #thresholds passed."""
-        out = []
-        for lo in range(len(self.GRID) - 1):
-            mid = (self.GRID[lo] + self.GRID[lo + 1]) / 2
-            up = {"even": (lo + 1) % 2 == 0, "away": True, "zero": False}[self.ties]
-            out.append((mid, up))
-        return out
 
 
 @dataclass(frozen=True)

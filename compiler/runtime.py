@@ -8,7 +8,7 @@ consumer states the descriptor it expects and `expect_layout` refuses anything e
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Dict, Iterator, Mapping, Tuple
 
 import torch
@@ -162,10 +162,6 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
 def needs_int64(*numels: int) -> bool:
     """64-bit offsets are needed once any buffer reaches 2^31 elements."""
     return max(numels) >= 2 ** 31
-
-
-def descriptor_fields() -> Tuple[str, ...]:
-    return tuple(f.name for f in fields(LayoutDescriptor))
 
 
 def tuned(kernel: str, device: torch.device):

@@ -43,7 +43,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shape=(8192, 8192), write: bool =
     import triton
     from . import inputs, reference
     from . import spec as specmod
-    from .generated_index import find
+    from quantlay.generated import find
     kernels = {k.name: k for p in specmod.shipped_specs() for k in specmod.load(p)}
     gpu, tv = torch.cuda.get_device_name(), triton.__version__
     winners = []
