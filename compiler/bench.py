@@ -101,7 +101,50 @@ def mxfp4_entries() -> List[Entry]:
     return out
 
 
-REGISTRY: Dict[str, Callable[[], List[Entry]]] = {"mxfp4": mxfp4_entries}
+def _generated_entries(spec_name: str, group: str, groups_for=None) -> List[Entry]:
+    """Every kernel of a shipped spec with all its options off and all on."""
+    from quantlay.generated import find
+    out = []
+    for kernel in specmod.load(specmod.SPECS_DIR / spec_name):
+        settings = [{}] if not kernel.options else [dict.fromkeys(kernel.options, v) for v in (False, True)]
+        for opts in settings:
+            mod = find(kernel.name, **opts)
+
+            def make(M, N, mod=mod, kernel=kernel):
+                x = inputs.normal(M, N, seed=0).cuda()
+                args = ()
+                if kernel.groups:  # 8 equal groups
+                    args = (torch.full((8,), M // 8, dtype=torch.int64, device="cuda"),)
+                res = mod.quantize(x, *args)
+                moved = x.numel() * x.element_size() + sum(t.tensor.numel() * t.tensor.element_size()
+                                                            for t in res.values())
+                return (lambda: mod.quantize(x, *args)), moved
+
+            tag = ",".join(f"{k}={int(v)}" for k, v in opts.items())
+            out.append(Entry(f"quantlay {kernel.name}" + (f" {tag}" if tag else ""), make,
+                             lambda M, N: None if M % 128 == 0 and N % 128 == 0 else "needs M, N % 128",
+                             hashlib.sha256(open(mod.__file__).read().encode()).hexdigest()[:12], group))
+    return out
+
+
+def torchao_entries() -> List[Entry]:
+    """torchao 0.18's blockwise FP8 Triton kernels, when torchao is installed (issue 5's peers)."""
+    def make(M, N):
+        os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+        from torchao.prototype.blockwise_fp8_training import kernels as k  # noqa: F401 - optional peer
+        fn = getattr(k, "triton_fp8_blockwise_act_quant_lhs")
+        x = inputs.normal(M, N, seed=0).cuda()
+        q, s = fn(x, 128)
+        return (lambda: fn(x, 128)), x.numel() * 2 + q.numel() + s.numel() * 4
+
+    return [Entry("torchao 1x128 rowwise (triton_fp8_blockwise_act_quant_lhs)", make, group="fp8")]
+
+
+REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
+    "mxfp4": mxfp4_entries,
+    "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8"),
+    "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries(),
+}
 
 
 def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None) -> List[Row]:

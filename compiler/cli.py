@@ -176,7 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--n", type=int, default=512)
     d.set_defaults(fn=_cmd_demo)
     b = sub.add_parser("bench", help="time generated kernels and peers against a same-run copy (GPU)")
-    b.add_argument("--groups", default="mxfp4")
+    b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8")
     b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement")
     b.set_defaults(fn=_cmd_bench)
