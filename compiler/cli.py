@@ -123,14 +123,14 @@ def _cmd_tune(args) -> int:
     if not torch.cuda.is_available():
         print("error: quantlay tune needs a CUDA device", file=sys.stderr)
         return 2
+    from . import spec as specmod
     from .tune import tune
-    variants = []
-    for flags in args.flags.split(","):
-        from . import spec as specmod
-        for p in specmod.shipped_specs():
-            for k in specmod.load(p):
-                if k.name == args.kernel:
-                    variants.append((k.name, dict.fromkeys(k.options, flags == "on")))
+    kernels = {k.name: k for p in specmod.shipped_specs() for k in specmod.load(p)}  # load each spec once
+    if args.kernel not in kernels:
+        print(f"error: no shipped kernel {args.kernel!r}; kernels: {', '.join(sorted(kernels))}", file=sys.stderr)
+        return 2
+    k = kernels[args.kernel]
+    variants = [(k.name, dict.fromkeys(k.options, flags == "on")) for flags in args.flags.split(",")]
     for w in tune(variants, shape=tuple(int(v) for v in args.shape.split("x"))):
         print(f"best {w['kernel']}: {w['block_m']}x{w['block_n']} warps {w['num_warps']} ({w['median_ms']} ms)")
     return 0

@@ -159,7 +159,7 @@ def _numeric_alternatives(variant: VariantIR, direction: str):
         yield ("inf_amax", inf), _variant_with(variant, direction, scale=dataclasses.replace(sc, inf_amax=inf))
 
 
-def _sentence(kind, value, d, key, ref, hand, x, variant) -> str:
+def _sentence(kind, value, d, key) -> str:
     el, sc = d.element, d.scale
     what = key.replace("_", " ")
     if kind == "ties":
@@ -215,12 +215,12 @@ def diagnose(variant: VariantIR, key: str, x: torch.Tensor, hand: torch.Tensor,
             continue
         left = int((got.to(hand.device) != hand).sum())
         if left == 0:
-            return _sentence(kind, value, d, key, ref, hand, x, variant)
+            return _sentence(kind, value, d, key)
         if closest is None or left < closest[0]:
             closest = (left, kind, value)
     if closest is not None and base and closest[0] * 4 <= base:
         left, kind, value = closest
-        return (_sentence(kind, value, d, key, ref, hand, x, variant)
+        return (_sentence(kind, value, d, key)
                 + f"; this explains {base - left} of the {base} differing bytes, {left} still differ "
                 f"(the hand-written rule also differs there, e.g. on subnormal or special amax)")
     # 3. padding only

@@ -222,8 +222,8 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0,
     m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
     n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
     in_bounds = (m < M) & (n < N)
-    ti = n if False else m
-    tj = m if False else n
+    ti = m
+    tj = n
     r = ti
     c = tj
     code = tl.load(data_ptr + ((r * N) + c), mask=in_bounds, other=0).to(tl.int32)
