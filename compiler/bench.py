@@ -19,7 +19,7 @@ import torch
 from . import inputs, reference
 from . import spec as specmod
 
-SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192))
+SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192), (32768, 4096))  # the shapes of issue 5's targets
 
 
 @dataclass(frozen=True)
@@ -127,17 +127,29 @@ def _generated_entries(spec_name: str, group: str, groups_for=None) -> List[Entr
     return out
 
 
-def torchao_entries() -> List[Entry]:
-    """torchao 0.18's blockwise FP8 Triton kernels, when torchao is installed (issue 5's peers)."""
-    def make(M, N):
-        os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
-        from torchao.prototype.blockwise_fp8_training import kernels as k  # noqa: F401 - optional peer
-        fn = getattr(k, "triton_fp8_blockwise_act_quant_lhs")
-        x = inputs.normal(M, N, seed=0).cuda()
-        q, s = fn(x, 128)
-        return (lambda: fn(x, 128)), x.numel() * 2 + q.numel() + s.numel() * 4
+TORCHAO_KERNELS = (  # torchao 0.18 prototype.blockwise_fp8_training.kernels: (function, what it writes)
+    ("triton_fp8_blockwise_act_quant_lhs", "1x128 rowwise"),
+    ("triton_fp8_blockwise_act_quant_transposed_lhs", "1x128 colwise transposed"),
+    ("triton_fp8_blockwise_weight_quant_rhs", "128x128"),
+    ("triton_fp8_blockwise_weight_quant_transposed_rhs", "128x128 transposed"),
+)
 
-    return [Entry("torchao 1x128 rowwise (triton_fp8_blockwise_act_quant_lhs)", make, group="fp8")]
+
+def torchao_entries() -> List[Entry]:
+    """torchao 0.18's blockwise FP8 Triton kernels, when torchao is installed (issue 5's peers). Its C++
+    extension is skipped (TORCHAO_FORCE_SKIP_LOADING_SO_FILES): these kernels are pure Triton."""
+    out = []
+    for fn_name, what in TORCHAO_KERNELS:
+        def make(M, N, fn_name=fn_name):
+            os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+            from torchao.prototype.blockwise_fp8_training import kernels as k  # optional peer
+            fn = getattr(k, fn_name)
+            x = inputs.normal(M, N, seed=0).cuda()
+            q, s = fn(x, 128)  # first call autotunes
+            return (lambda: fn(x, 128)), x.numel() * 2 + q.numel() + s.numel() * 4
+
+        out.append(Entry(f"torchao {what} ({fn_name})", make, group="fp8"))
+    return out
 
 
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {

@@ -177,7 +177,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.set_defaults(fn=_cmd_demo)
     b = sub.add_parser("bench", help="time generated kernels and peers against a same-run copy (GPU)")
     b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8")
-    b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
+    b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192,32768x4096")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement")
     b.set_defaults(fn=_cmd_bench)
     t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
