@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, benchmark.
-# Usage on the device machine: STAGES="tests verify memcheck bench" GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
+# Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
 # (writes logs under $OUT; .whl/ carries lark and, for the torchao peers, torchao 0.18)
 set -u
 export PYTHONUNBUFFERED=1 QUANTLAY_COMMIT="${1:-unknown}" TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1
@@ -17,6 +17,6 @@ for s in $STAGES; do
     tune) timeout 300 python3 -m quantlay.cli tune 2>&1 | tee "$OUT/tune.log" | tail -30; cp compiler/tuning.json "$OUT/" ;;
     compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
     verify) for f in dsl/specs/*.ql; do timeout 200 python3 -m quantlay.cli verify "$f" 2>&1 | tail -3; done | tee "$OUT/verify.log" ;;
-    bench) timeout 500 python3 -m quantlay.cli bench --groups "${GROUPS:-mxfp4}" --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -60 ;;
+    bench) timeout 500 python3 -m quantlay.cli bench --groups "${BENCH_GROUPS:-mxfp4}" --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -60 ;;
   esac
 done

@@ -1,6 +1,6 @@
 """Compile a generated kernel for sm_90 without a GPU and count its SASS instructions.
 
-    python bench/sass.py KERNEL [--flags on|off] [--bm 64 --bn 64 --warps 4]
+    python bench/sass.py KERNEL [--flags on|off | --opt NAME=0|1 ...] [--bm 64 --bn 64 --warps 4]
 
 Reads what costs no GPU time: registers, spills, instruction mix (loads/stores and their widths).
 """
@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
+import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
@@ -20,22 +21,30 @@ from quantlay.generated import find  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("kernel", nargs="?", default="mxfp4_cast_transpose_hw")
-p.add_argument("--flags", default="on")
+p.add_argument("--flags", default="on", help="every option of the kernel on or off")
+p.add_argument("--opt", action="append", default=[], help="NAME=0|1, overrides --flags for one option")
 p.add_argument("--bm", type=int, default=64)
 p.add_argument("--bn", type=int, default=64)
 p.add_argument("--warps", type=int, default=4)
 p.add_argument("--dump", action="store_true")
 a = p.parse_args()
-mod = find(a.kernel, **{k: a.flags == "on" for k in ("shuffle_rowwise_data", "shuffle_columnwise_data",
-                                                     "with_gemm_swizzled_scales")})
+from quantlay.spec import SPECS_DIR, load  # noqa: E402
+kernel = next(k for f in sorted(SPECS_DIR.glob("*.ql")) for k in load(f) if k.name == a.kernel)
+opts = dict.fromkeys(kernel.options, a.flags == "on")
+opts.update({kv.split("=")[0]: kv.split("=")[1] == "1" for kv in a.opt})
+mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
-consts = {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": True}
+consts = {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups, "GP": 8, "HW_CVT": True}
+consts = {k: v for k, v in consts.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"
+    elif name in ("goffs_ptr", "poffs_ptr"):
+        sig[name] = "*i64"
     elif name.endswith("_ptr"):
-        sig[name] = "*i16" if name == "x_ptr" else "*u8"
+        key = name[:-len("_ptr")]
+        sig[name] = "*i16" if name == "x_ptr" else ("*fp32" if mod.DTYPES.get(key) == torch.float32 else "*u8")
     else:
         sig[name] = "i32"
 attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n not in consts}
@@ -52,10 +61,11 @@ for line in sass.splitlines():
         ops[m.group(2)] += 1
 total = sum(ops.values())
 elems = a.bm * a.bn
-regs = re.search(r"REG:(\d+)", subprocess.run([tool.replace("cuobjdump", "cuobjdump"), "-res-usage", cubin],
-                                                capture_output=True, text=True).stdout)
+usage = subprocess.run([tool, "-res-usage", cubin], capture_output=True, text=True).stdout
+regs = re.search(r"REG:(\d+)", usage)
+stack = re.search(r"STACK:(\d+)", usage)
 print(f"{mod.NAME} tile {a.bm}x{a.bn} warps {a.warps}: regs {regs.group(1) if regs else '?'} "
-      f"shared {k.metadata.shared} bytes; {total} SASS instructions "
+      f"stack {stack.group(1) if stack else '?'} shared {k.metadata.shared} bytes; {total} SASS instructions "
       f"= {total * 32 * a.warps / elems:.1f} lane-instructions per element")
 for op, n in ops.most_common(25):
     print(f"  {op:24s} {n}")

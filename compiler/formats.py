@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -43,6 +43,17 @@ class Minifloat:
 
     name = ""
     ebits = mbits = bias = max_code = bits = 0
+    # The GPU's own convert for this format (Triton dtype; cvt.rn.satfinite on sm_89+): round to nearest
+    # even, saturate to the largest finite magnitude (Inf too), keep the sign of zero. Kernels use it
+    # only where those are this format's rules (hw_convert); NaN's code is always set explicitly.
+    HW_DTYPE = None  # a class constant, not a rule: overridden by E4M3 and E5M2
+
+    @property
+    def hw_convert(self) -> Optional[str]:
+        """The Triton dtype whose hardware conversion rounds exactly like this format, or None."""
+        if self.HW_DTYPE and self.ties == "even" and self.zero_sign == "sign_bit":
+            return self.HW_DTYPE
+        return None
 
     @classmethod
     def grid(cls) -> Tuple[float, ...]:
@@ -122,6 +133,7 @@ class E4M3(Minifloat):
 
     name = "e4m3"
     ebits, mbits, bias, max_code, bits = 4, 3, 7, 0x7E, 8
+    HW_DTYPE = "tl.float8e4nv"
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,7 @@ class E5M2(Minifloat):
 
     name = "e5m2"
     ebits, mbits, bias, max_code, bits = 5, 2, 15, 0x7B, 8
+    HW_DTYPE = "tl.float8e5"
 
 
 @dataclass(frozen=True)
@@ -188,7 +201,7 @@ class E8M0:
             m = torch.where(ei == 0, torch.ones_like(m), m)
         return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
 
-    storage = "u8"
+    storage = "e8m0"  # exponent bytes
 
     def scales_reference(self, amax: torch.Tensor, element):
         """(stored scale tensor, fp32 quantization multiplier) per block."""
@@ -219,10 +232,22 @@ class F32Scale:
     # amax_over_f: stored sf = amax / F, multiplier = 1 / sf (DeepGEMM); with pow2, sf is rounded UP
     # to a power of two (DeepGEMM's UE8M0, exponent clamped to 1..254).
     rule: str = "f_over_amax"
+    # What the scale tensor holds: f32, the dequantization multiplier itself; ue8m0, its biased exponent
+    # byte (fp32 bits >> 23, as DeepGEMM's SM100 path stores it), valid only when pow2 makes it exact.
+    store: str = "f32"
 
     name = "f32"
-    storage = "f32"
     nan_in_amax = "propagate"
+
+    @property
+    def storage(self) -> str:
+        """Element type of the stored scale tensor: f32 or e8m0 (bytes)."""
+        return "e8m0" if self.store == "ue8m0" else "f32"
+
+    @property
+    def stored_name(self) -> str:
+        """The stored scale's format name, as layout descriptors carry it."""
+        return "ue8m0" if self.store == "ue8m0" else "f32"
 
     def scales_reference(self, amax: torch.Tensor, element):
         """(stored scale, multiplier) per block, in fp32."""
@@ -238,15 +263,22 @@ class F32Scale:
                 b = sf.view(torch.int32)
                 e = ((b >> 23) + ((b & 0x7FFFFF) != 0).int()).clamp(1, 254)
                 sf = (e << 23).view(torch.float32)
-            return sf, one / sf
+            return self._stored(sf), one / sf
         m = torch.where(bad, one, F / a)
         m = torch.where(torch.isinf(m), torch.full_like(m, FP32_MAX), m)
         if self.pow2:
             m = (m.view(torch.int32) & 0x7F800000).view(torch.float32)
-        return one / m, m
+        return self._stored(one / m), m
 
-    @staticmethod
-    def dequant_reference(stored: torch.Tensor) -> torch.Tensor:
+    def _stored(self, scale: torch.Tensor) -> torch.Tensor:
+        """fp32 power-of-two scale -> what the tensor stores (the scale, or its E8M0 exponent byte)."""
+        if self.store == "ue8m0":  # 2^-127 is the fp32 subnormal 0x00400000: bits >> 23 = 0, E8M0's 2^-127
+            return scale.view(torch.int32) >> 23
+        return scale
+
+    def dequant_reference(self, stored: torch.Tensor) -> torch.Tensor:
+        if self.store == "ue8m0":
+            return E8M0.dequant_reference(stored)
         return stored.float()
 
 

@@ -227,7 +227,8 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
             rows = cdiv(rows, d.block[0])
         if d.block[1] > 1:
             cols = cdiv(N, d.block[1])
-        return OutputIR(d.name, "scale", d.block, d.scale.name, None, None, chain, (rows, cols), spans,
+        return OutputIR(d.name, "scale", d.block, getattr(d.scale, "stored_name", d.scale.name), None, None,
+                        chain, (rows, cols), spans,
                         text, conds)
     packs = [i for i, it in enumerate(active) if isinstance(it, PackRef)]
     pack_axis = pack_low = None
@@ -343,7 +344,7 @@ _SCALE_ARGS = {
         "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
     },
     "f32": {"amax_floor": ("float", (), 0, 1), "pow2": ("bool", ()),
-            "rule": ("name", ("f_over_amax", "amax_over_f"))},
+            "rule": ("name", ("f_over_amax", "amax_over_f")), "store": ("name", ("f32", "ue8m0"))},
 }
 
 
@@ -369,6 +370,10 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
         arg = next(a for a in call.args if a.key == "nan")
         raise _err(f"nan: {kwargs['nan']:#x} is not a {bits}-bit {call.name} code", arg.value.span,
                    f"use a code in 0..{(1 << bits) - 1:#x}")
+    if kwargs.get("store") == "ue8m0" and not kwargs.get("pow2", False):
+        arg = next(a for a in call.args if a.key == "store")
+        raise _err("store: ue8m0 keeps only the exponent byte, so the scale must be a power of two "
+                   "(pow2 is false)", arg.value.span, "add pow2: true, or use store: f32")
     return cls(**kwargs), settings
 
 

@@ -88,11 +88,26 @@ def _f32_ctx(sc, el) -> Dict[str, object]:
         "has_floor": sc.amax_floor > 0,
         "pow2": sc.pow2,
         "rule": sc.rule,
+        "store": sc.store,
         "fp32_max": _py_float(FP32_MAX),
     }
 
 
-def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[str, object]:
+def transposed_tile(d: DirectionIR, data: OutputIR) -> bool:
+    """Whether a direction works on the transposed input tile (its block axis made the tile's last axis).
+
+    Only a colwise direction whose data is stored transposed (or packed two codes per byte, which the
+    template does along the tile's last axis) gains from it: its codes then leave in physical order.
+    A colwise direction stored in the input's orientation reduces over the tile's rows instead, so its
+    data and scales are stored in the input tile's coalesced order without any transpose.
+    """
+    if d.block_axis != ROWS:
+        return False
+    first = data.chain.stages[0].axis_map if data.chain.stages else None
+    return first == (COLS, ROWS) or data.pack_axis is not None
+
+
+def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: bool = False) -> Dict[str, object]:
     scope = d.name
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
@@ -102,11 +117,13 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[st
         tr.use(scope, f"scale.{f.name}")
     sub = 2.0 ** (1 - el.bias)  # the smallest normal value: |q| + sub puts subnormals in the mantissa
     shift = 23 - el.mbits
-    oriented = d.block_axis == ROWS
     ctx = {
         "name": d.name,
         "B": d.block_size,
         "oriented": oriented,
+        # blocks along the rows of an untransposed tile: reduce over axis 1 of [R / B, B, C]
+        "row_blocks": not oriented and d.block_axis == ROWS and not d.block2d,
+        "bh": d.block[0], "bw": d.block[1],
         "block2d": d.block2d,
         "segmented": d.segmented,
         "R": "BLOCK_N" if oriented else "BLOCK_M",
@@ -137,6 +154,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[st
         "sub_scale": _py_float(2.0 ** (el.bias - 1 + el.mbits)),
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
+        "hw_dtype": el.hw_convert,
         "max_code": el.max_code,
         "element": repr(el),
         "scale_fmt": repr(sc),
@@ -149,7 +167,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16") -> Dict[st
     return ctx
 
 
-def _oriented(o: OutputIR, d: DirectionIR):
+def _oriented(o: OutputIR, oriented: bool):
     """How the kernel addresses an output tile.
 
     Each direction works on a tile whose last axis is its block axis: rowwise on the input tile
@@ -159,7 +177,6 @@ def _oriented(o: OutputIR, d: DirectionIR):
     coordinates. Identity stages (row_major) are dropped. Returns (use_tile_coords, stages).
     """
     stages = list(zip(o.chain.stages, o.chain.fills or (None,) * len(o.chain.stages)))
-    oriented = d.block_axis == ROWS
     if oriented and stages and stages[0][0].axis_map == (COLS, ROWS):
         return True, [sf for sf in stages[1:] if sf[0].axis_map != (ROWS, COLS)]
     if not oriented:
@@ -171,9 +188,9 @@ def _bcast(j: int, n: int) -> str:
     return "[" + ", ".join(":" if i == j else "None" for i in range(n)) + "]"
 
 
-def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable) -> Dict[str, object]:
-    B = d.block_size
-    oriented = d.block_axis == ROWS  # the direction's tile is the transposed input tile
+def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable,
+                 oriented: bool) -> Dict[str, object]:
+    """`oriented`: the direction's tile is the transposed input tile (see transposed_tile)."""
     if o.role == "data" and o.pack_axis is not None and d.block2d:
         raise SpecError(f"{o.key}: packed 4-bit data with square blocks is not supported by the MX template",
                         line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
@@ -183,12 +200,15 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
                         f"(for colwise data, store it as transpose | packed(...))",
                         line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
     # Tile of this output in the direction's orientation, and the program ids of its two axes.
-    width = "2" if o.role == "data" and o.pack_axis is not None else ("1" if o.role == "data" else str(B))
-    height = str(B) if o.role == "scale" and d.block2d else "1"
+    # (rows, cols) of the tile per output unit: a code, two packed codes, or one scale per block
+    bh, bw = d.block if o.role == "scale" else (1, 1)
+    if o.role == "data" and o.pack_axis is not None:
+        bh, bw = (2, 1) if o.pack_axis == ROWS else (1, 2)
+    height, width = (str(bw), str(bh)) if oriented else (str(bh), str(bw))
     tile = (f"BLOCK_N // {height}", f"BLOCK_M // {width}") if oriented else (f"BLOCK_M // {height}", f"BLOCK_N // {width}")
     tile = tuple(t[:-len(" // 1")] if t.endswith(" // 1") else t for t in tile)
     pids = ("n", "m") if oriented else ("m", "n")
-    tile_coords, stages = _oriented(o, d)
+    tile_coords, stages = _oriented(o, oriented)
     if tile_coords:
         logical = (o.logical[1], o.logical[0]) if oriented else o.logical
         chain = Chain(tuple(st for st, _ in stages), tuple(f for _, f in stages))
@@ -230,8 +250,8 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     tile_mult = (1, 1)
     if plan is not None:
         ir, ic = plan.inner
-        w = int(width)
-        tile_mult = (w * ic, ir) if oriented else (ir, w * ic)
+        h, w = int(height), int(width)
+        tile_mult = (w * ic, h * ir) if oriented else (h * ir, w * ic)
     return {
         "key": o.key, "role": o.role, "direction": o.direction,
         "tl_dtype": "tl.float32" if o.role == "scale" and d.scale.storage == "f32" else "tl.uint8",
@@ -280,7 +300,7 @@ def _layout_doc(o: OutputIR) -> str:
     logical = ", ".join(e.render() for e in o.logical)
     f32 = o.role == "scale" and o.format == "f32"
     what = "codes packed two per byte" if o.pack_axis is not None else (
-        ("fp32 dequantization multipliers" if f32 else "E8M0 bytes") if o.role == "scale" else "codes")
+        ("fp32 dequantization multipliers" if f32 else f"{o.format.upper()} bytes") if o.role == "scale" else "codes")
     return (f"{o.key}: logical [{logical}] ({what}), stored as {o.layout_name()} -> "
             f"{'float32' if f32 else 'uint8'} [{shape}]")
 
@@ -293,9 +313,10 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     directions = []
     outputs = []
     for d in variant.directions:
-        dctx = lower_direction(d, tr, k.dtype)
-        data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes)
-        scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes)
+        oriented = transposed_tile(d, variant.output(f"{d.name}_data"))
+        dctx = lower_direction(d, tr, k.dtype, oriented)
+        data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes, oriented)
+        scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes, oriented)
         dctx["data"], dctx["scale"] = data, scale
         directions.append(dctx)
         outputs += [data, scale]
@@ -315,7 +336,10 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "outputs": outputs,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
-        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64), "num_warps": 2,
+        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64),
+        # about 16 elements per thread per direction: fewer warps spill registers (128x128 tiles on 2
+        # warps spilled 5.5 KB per thread), more replicate the per-block scale work
+        "num_warps": min(8, max(2, max(tile_m, 64) * max(tile_n, 64) // 2048)),
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),
         "batch_rows": max([d.block[0] for d in variant.directions if d.block2d] + [1]),
         "groups": k.groups[0] if k.groups else None,

@@ -159,6 +159,11 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
     return bufs
 
 
+def compiled_for_gpu(x: torch.Tensor) -> bool:
+    """True when kernels are compiled for x's GPU rather than run by Triton's interpreter."""
+    return x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
 def needs_int64(*numels: int) -> bool:
     """64-bit offsets are needed once any buffer reaches 2^31 elements."""
     return max(numels) >= 2 ** 31

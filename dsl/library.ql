@@ -64,6 +64,12 @@ profile mxfp8_torchao_floor {
 # stored MN-major with M padded to 4, physical [K/128, rup(M, 4)]; columnwise: logical [M/128, K]
 # row-major with K padded to 4. Padding is 0.
 layout mn_major_pad4(rows, cols) -> (cols, rows) pad(rows: 4) fill 0 = permute(1, 0)
+
+# DeepGEMM SM100 scales (LAYOUTS.md 3.2): E8M0 bytes of 4 consecutive k-blocks packed into one int32
+# (byte j <- k-block 4q + j, little-endian), the int32s stored MN-major with MN padded to 4 (TMA) and
+# the k-blocks to a multiple of 4: byte (m, kb) at 4 * ((kb / 4) * rup(MN, 4) + m) + kb % 4. The fill
+# of the padding is not documented there; 0 is declared here.
+layout ue8m0_packed_mn_major(rows, cols) pad(rows: 4, cols: 4) fill 0 = view(rows, cols/4, 4) permute(1, 0, 2)
 layout row_major_pad_cols4(rows, cols) pad(cols: 4) fill 0 = view(rows, cols)
 
 # Blockwise FP8 (DeepSeek style, LAYOUTS.md 3.1): multiplier F / max(amax, floor), stored 1/multiplier.
@@ -91,6 +97,12 @@ profile fp8_block_deepgemm {
 profile fp8_block_deepgemm_ue8m0 {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale f32(amax_floor: 1e-4, pow2: true, rule: amax_over_f)
+}
+
+# The same with the scales stored as UE8M0 exponent bytes (DeepGEMM's SM100 path: fp32 bits >> 23).
+profile fp8_block_deepgemm_ue8m0_bytes {
+    element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale f32(amax_floor: 1e-4, pow2: true, rule: amax_over_f, store: ue8m0)
 }
 
 # NVIDIA TE MXFP8 with E5M2 data (gradients): the same scale rule with E5M2's maxpos 57344.

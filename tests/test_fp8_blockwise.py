@@ -29,7 +29,7 @@ def test_scale_rule_worked_example():
 
 @pytest.mark.parametrize("name,opts", [("fp8_1x128_rocm_te", {}), ("fp8_1x128_nvte", {"gemm_ready": False}),
                                        ("fp8_1x128_nvte", {"gemm_ready": True}), ("fp8_1x128_deepgemm", {}),
-                                       ("fp8_1x128_deepgemm_ue8m0", {})])
+                                       ("fp8_1x128_deepgemm_ue8m0", {}), ("fp8_1x128_deepgemm_sm100", {})])
 def test_kernels_bit_exact(name, opts):
     variant = KERNELS[name].variant(**opts)
     mod = find(name, **opts)
@@ -139,3 +139,35 @@ def test_batched_weights():
         assert torch.equal(res["rowwise_data"].tensor[b * 128:(b + 1) * 128], one["rowwise_data"].tensor)
     with pytest.raises(quantlay.LaunchError, match=r"rows of each matrix \(x.shape\[-2\] = 100\) must be a multiple of 128"):
         mod.quantize(inputs.normal(200, 256).reshape(2, 100, 256).to(DEVICE))
+
+
+def test_ue8m0_bytes_packed_mn_major_worked_example():
+    """LAYOUTS.md 3.2 (DeepGEMM SM100): MN=5, Kb=8 -> 2 int32 per row, int (m, q) at q*8 + m; byte 2 of
+    int (3, 1) is the scale of k-block 6 of row 3, and it is the fp32 UE8M0 scale's bits >> 23."""
+    x = inputs.normal(5, 8 * 128, seed=9)
+    x[3, 6 * 128:7 * 128] *= 1000.0  # make that block's scale stand out
+    packed = find("fp8_1x128_deepgemm_sm100").quantize(x.to(DEVICE))["rowwise_scale"].tensor.cpu()
+    as_int = packed.contiguous().view(-1).view(torch.int32)
+    assert as_int.numel() == 2 * 8
+    fp32 = find("fp8_1x128_deepgemm_ue8m0").quantize(x.to(DEVICE))["rowwise_scale"].tensor.cpu()
+    # mn_major_pad4 stores [Kb, rup(M, 4)]: scale (3, 6) at [6, 3]
+    want = fp32[6, 3].view(torch.int32) >> 23
+    assert (as_int[1 * 8 + 3] >> 16) & 255 == want
+    # every byte: the same exponents as the fp32 scales; padding rows (m = 5..7) hold 0
+    bytes_ = packed.contiguous().view(-1).view(2, 8, 4)  # [q, m, j]
+    logical = bytes_.permute(1, 0, 2).reshape(8, 8)[:5].int()
+    assert torch.equal(logical, (fp32[:, :5].t().contiguous().view(torch.int32) >> 23))
+    assert not bytes_[:, 5:].any()
+    y = find("fp8_1x128_deepgemm_sm100").dequantize(
+        find("fp8_1x128_deepgemm_sm100").quantize(x.to(DEVICE)), "rowwise")
+    assert torch.equal(y.cpu(), find("fp8_1x128_deepgemm_ue8m0").dequantize(
+        find("fp8_1x128_deepgemm_ue8m0").quantize(x.to(DEVICE)), "rowwise").cpu())
+
+
+def test_ue8m0_store_needs_power_of_two_scales():
+    text = """
+profile p { element e4m3 scale f32(amax_floor: 1e-4, rule: amax_over_f, store: ue8m0) }
+kernel k(x: bf16[M, N]) { rowwise blocks 1x128 profile p { store data as row_major  store scale as row_major } }
+"""
+    with pytest.raises(quantlay.SpecError, match=r"(?s)2:80: store: ue8m0 keeps only the exponent byte.*\^.*add pow2: true"):
+        load(text)

@@ -72,6 +72,16 @@ kernel fp8_1x128_deepgemm_ue8m0(x: bf16[M, N]) {
     }
 }
 
+# DeepGEMM's SM100 scale format: the UE8M0 cast with scales stored as exponent bytes, four k-blocks per
+# int32, MN-major and TMA-aligned: the uint8 buffer's bytes, viewed as int32 [rup(N/128, 4) / 4, rup(M, 4)]
+# and transposed, are DeepGEMM's [rup(M, 4), rup(N/128, 4) / 4] tensor with strides (1, rup(M, 4)).
+kernel fp8_1x128_deepgemm_sm100(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_deepgemm_ue8m0_bytes {
+        store data  as row_major
+        store scale as ue8m0_packed_mn_major
+    }
+}
+
 # Segment-padded columnwise quantization for grouped (MoE) weight gradients (LAYOUTS.md 3.3), as ROCm TE
 # and Primus-Turbo compute it: rows arrive as G groups (lengths in a device tensor); each group is
 # padded with zero rows to a multiple of 128 in an upper-bound buffer of M + 128*G rows, blocks of 128
