@@ -35,8 +35,8 @@ opts.update({kv.split("=")[0]: kv.split("=")[1] == "1" for kv in a.opt})
 mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
-consts = {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups, "GP": 8, "HW_CVT": True}
-consts = {k: v for k, v in consts.items() if k in fn.arg_names}
+consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups, "GP": 8,
+                             "HW_CVT": True}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

@@ -101,7 +101,7 @@ def mxfp4_entries() -> List[Entry]:
     return out
 
 
-def _generated_entries(spec_name: str, group: str, groups_for=None) -> List[Entry]:
+def _generated_entries(spec_name: str, group: str) -> List[Entry]:
     """Every kernel of a shipped spec with all its options off and all on."""
     from quantlay.generated import find
     out = []

@@ -202,6 +202,7 @@ class E8M0:
         return torch.where(ei == 255, torch.full_like(m, float("nan")), m)
 
     storage = "e8m0"  # exponent bytes
+    stored_name = "e8m0"  # the stored scale's format, as layout descriptors carry it
 
     def scales_reference(self, amax: torch.Tensor, element):
         """(stored scale tensor, fp32 quantization multiplier) per block."""

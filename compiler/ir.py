@@ -227,7 +227,7 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
             rows = cdiv(rows, d.block[0])
         if d.block[1] > 1:
             cols = cdiv(N, d.block[1])
-        return OutputIR(d.name, "scale", d.block, getattr(d.scale, "stored_name", d.scale.name), None, None,
+        return OutputIR(d.name, "scale", d.block, d.scale.stored_name, None, None,
                         chain, (rows, cols), spans,
                         text, conds)
     packs = [i for i, it in enumerate(active) if isinstance(it, PackRef)]

@@ -324,6 +324,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     import math
     tile_m = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][0] for o in outputs])
     tile_n = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][1] for o in outputs])
+    default_m, default_n = max(tile_m, 64), max(tile_n, 64)
     return {
         "name": variant.name,
         "kernel": k.name,
@@ -336,10 +337,10 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "outputs": outputs,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
-        "tile_m": max(tile_m, 64), "tile_n": max(tile_n, 64),
+        "tile_m": default_m, "tile_n": default_n,
         # about 16 elements per thread per direction: fewer warps spill registers (128x128 tiles on 2
         # warps spilled 5.5 KB per thread), more replicate the per-block scale work
-        "num_warps": min(8, max(2, max(tile_m, 64) * max(tile_n, 64) // 2048)),
+        "num_warps": min(8, max(2, default_m * default_n // 2048)),
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),
         "batch_rows": max([d.block[0] for d in variant.directions if d.block2d] + [1]),
         "groups": k.groups[0] if k.groups else None,

@@ -132,10 +132,13 @@ def dequantize(variant: VariantIR, direction: str, outputs: Dict[str, torch.Tens
 
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bit-for-bit equality of float tensors, where any NaN equals any NaN (payloads are not defined)."""
+    """Bit-for-bit equality (same shape and dtype); for floats any NaN equals any NaN (payloads are not
+    defined). Integer tensors (codes, E8M0 bytes) compare exactly."""
     a, b = a.cpu(), b.cpu()
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
     na, nb = torch.isnan(a), torch.isnan(b)
     if not torch.equal(na, nb):
         return False

@@ -23,20 +23,13 @@ BIG = (65664, 32768)  # 2^31 + 2^22 elements
 IDS = [n + "".join(f"-{o}{int(b)}" for o, b in opts.items()) for n, opts in VARIANTS]
 
 
-def same(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Bit-exact: codes by value, fp32 scales by value with NaN equal to NaN."""
-    if got.dtype != want.dtype:
-        return False
-    return reference.same_values(got, want) if got.dtype == torch.float32 else torch.equal(got, want)
-
-
 def check(name, opts, x, out=None, groups=None):
     variant = KERNELS[name].variant(**opts)
     mod = find(name, **opts)
     args = () if groups is None else (groups.to(DEVICE),)
     res = mod.quantize(x, *args, out=out)
     ref = reference.quantize(variant, x, groups)
-    bad = [k for k in ref if not same(res[k].tensor, ref[k])]
+    bad = [k for k in ref if not reference.same_values(res[k].tensor, ref[k])]
     assert not bad, (name, opts, tuple(x.shape), bad)
     return mod, variant, res, ref
 
@@ -90,7 +83,7 @@ def test_more_than_2_31_elements(name):
         for k, want in ref.items():
             rows_per = 1 if want.shape[0] == 2048 else 2048 // want.shape[0]  # colwise scales: one row per block
             got = res[k][r0 // rows_per:(r0 + 2048) // rows_per]
-            assert same(got, want), (name, r0, k)
+            assert reference.same_values(got, want), (name, r0, k)
 
 
 @pytest.mark.parametrize("name", [k.name for k in KERNELS.values()])
