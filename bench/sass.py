@@ -27,6 +27,7 @@ p.add_argument("--bm", type=int, default=64)
 p.add_argument("--bn", type=int, default=64)
 p.add_argument("--warps", type=int, default=4)
 p.add_argument("--dump", action="store_true")
+p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 a = p.parse_args()
 from quantlay.spec import SPECS_DIR, load  # noqa: E402
 kernel = next(k for f in sorted(SPECS_DIR.glob("*.ql")) for k in load(f) if k.name == a.kernel)
@@ -49,7 +50,10 @@ for name in fn.arg_names:
         sig[name] = "i32"
 attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n not in consts}
 src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()}, attrs=attrs)
-k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a.warps})
+opts_c = {"num_warps": a.warps}
+if a.maxnreg:
+    opts_c["maxnreg"] = a.maxnreg
+k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts_c)
 cubin = os.path.join(tempfile.mkdtemp(), "k.cubin")
 open(cubin, "wb").write(k.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

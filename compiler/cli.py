@@ -126,13 +126,16 @@ def _cmd_tune(args) -> int:
     from . import spec as specmod
     from .tune import tune
     kernels = {k.name: k for p in specmod.shipped_specs() for k in specmod.load(p)}  # load each spec once
-    if args.kernel not in kernels:
-        print(f"error: no shipped kernel {args.kernel!r}; kernels: {', '.join(sorted(kernels))}", file=sys.stderr)
+    names = sorted(kernels) if args.kernel == "all" else args.kernel.split(",")
+    unknown = [n for n in names if n not in kernels]
+    if unknown:
+        print(f"error: no shipped kernel {unknown[0]!r}; kernels: {', '.join(sorted(kernels))}", file=sys.stderr)
         return 2
-    k = kernels[args.kernel]
-    variants = [(k.name, dict.fromkeys(k.options, flags == "on")) for flags in args.flags.split(",")]
-    for w in tune(variants, shape=tuple(int(v) for v in args.shape.split("x"))):
-        print(f"best {w['kernel']}: {w['block_m']}x{w['block_n']} warps {w['num_warps']} ({w['median_ms']} ms)")
+    variants = []
+    for name in names:  # a kernel without options has one variant whatever --flags says
+        settings = args.flags.split(",") if kernels[name].options else ["off"]
+        variants += [(name, dict.fromkeys(kernels[name].options, flags == "on")) for flags in settings]
+    tune(variants, shape=tuple(int(v) for v in args.shape.split("x")))  # prints and stores each winner
     return 0
 
 
@@ -181,7 +184,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--csv", default=None, help="write one CSV row per measurement")
     b.set_defaults(fn=_cmd_bench)
     t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
-    t.add_argument("--kernel", default="mxfp4_cast_transpose_hw")
+    t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
     t.add_argument("--shape", default="8192x8192")
     t.set_defaults(fn=_cmd_tune)

@@ -45,8 +45,11 @@ class Minifloat:
     ebits = mbits = bias = max_code = bits = 0
     # The GPU's own convert for this format (Triton dtype; cvt.rn.satfinite on sm_89+): round to nearest
     # even, saturate to the largest finite magnitude (Inf too), keep the sign of zero. Kernels use it
-    # only where those are this format's rules (hw_convert); NaN's code is always set explicitly.
-    HW_DTYPE = None  # a class constant, not a rule: overridden by E4M3 and E5M2
+    # only where those are this format's rules (hw_convert). Its NaN: the fp32 multiply before it returns
+    # the canonical NaN 0x7FFFFFFF for any NaN operand (NVIDIA GPUs do not propagate sign or payload),
+    # which the convert writes as HW_NAN; a format whose NaN code differs sets it explicitly.
+    HW_DTYPE = None  # class constants, not rules: overridden by E4M3 and E5M2
+    HW_NAN = None
 
     @property
     def hw_convert(self) -> Optional[str]:
@@ -54,6 +57,11 @@ class Minifloat:
         if self.HW_DTYPE and self.ties == "even" and self.zero_sign == "sign_bit":
             return self.HW_DTYPE
         return None
+
+    @property
+    def hw_nan_select(self) -> bool:
+        """Whether NaN inputs need an explicit code after the hardware convert."""
+        return self.nan != self.HW_NAN
 
     @classmethod
     def grid(cls) -> Tuple[float, ...]:
@@ -133,7 +141,7 @@ class E4M3(Minifloat):
 
     name = "e4m3"
     ebits, mbits, bias, max_code, bits = 4, 3, 7, 0x7E, 8
-    HW_DTYPE = "tl.float8e4nv"
+    HW_DTYPE, HW_NAN = "tl.float8e4nv", 0x7F
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,7 @@ class E5M2(Minifloat):
 
     name = "e5m2"
     ebits, mbits, bias, max_code, bits = 5, 2, 15, 0x7B, 8
-    HW_DTYPE = "tl.float8e5"
+    HW_DTYPE, HW_NAN = "tl.float8e5", 0x7F
 
 
 @dataclass(frozen=True)

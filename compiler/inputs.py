@@ -52,8 +52,7 @@ def specials(M: int, N: int, dtype=torch.bfloat16, seed: int = 0) -> torch.Tenso
     special = torch.rand(M, N, generator=g)
     x = torch.where((kind == 5) & (special < 0.05), torch.full_like(x, float("inf")), x)
     x = torch.where((kind == 5) & (special > 0.95), torch.full_like(x, float("-inf")), x)
-    x = torch.where((kind == 6) & (special < 0.03), torch.full_like(x, float("nan")), x)
-    return x.to(dtype)
+    return _signed_nans(x.to(dtype), (kind == 6) & (special < 0.03), special < 0.015)
 
 
 def _blocks_of(M: int, N: int, value_fn, seed: int, dtype) -> torch.Tensor:
@@ -78,10 +77,23 @@ def infs(M, N, dtype=torch.bfloat16, seed=0):
                                                    torch.sign(x) * float("inf"), x), seed, dtype)
 
 
+_NAN_BITS = {2: (0x7FC1, -0x3F), 4: (0x7FC00001, -0x3FFFFF)}  # quiet NaNs with a payload: + and - (sign bit)
+
+
+def _signed_nans(x: torch.Tensor, where: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+    """NaN where `where` (sign bit set where also `negative`), written as bits: torch's conversions and
+    negation may canonicalize a NaN, and kernels must not depend on the input NaN's sign or payload."""
+    pos, neg = _NAN_BITS[x.element_size()]
+    bits = x.view({2: torch.int16, 4: torch.int32}[x.element_size()])
+    bits = torch.where(where, torch.where(negative, neg, pos), bits).to(bits.dtype)
+    return bits.view(x.dtype)
+
+
 def nans(M, N, dtype=torch.bfloat16, seed=0):
     g = torch.Generator().manual_seed(seed + 2)
-    return _blocks_of(M, N, lambda x: torch.where(torch.rand(x.shape, generator=g) < 0.05,
-                                                   torch.full_like(x, float("nan")), x), seed, dtype)
+    u = torch.rand(M, N, generator=g)
+    block = ((torch.arange(M)[:, None] // 32 + torch.arange(N)[None, :] // 32) % 3 == 0)
+    return _signed_nans(normal(M, N, dtype=dtype, seed=seed), block & (u < 0.05), u < 0.025)
 
 
 CLASSES: Dict[str, Callable[..., torch.Tensor]] = {"normal": normal, "ties": ties, "specials": specials}

@@ -96,15 +96,11 @@ def _f32_ctx(sc, el) -> Dict[str, object]:
 def transposed_tile(d: DirectionIR, data: OutputIR) -> bool:
     """Whether a direction works on the transposed input tile (its block axis made the tile's last axis).
 
-    Only a colwise direction whose data is stored transposed (or packed two codes per byte, which the
-    template does along the tile's last axis) gains from it: its codes then leave in physical order.
-    A colwise direction stored in the input's orientation reduces over the tile's rows instead, so its
-    data and scales are stored in the input tile's coalesced order without any transpose.
+    Only a colwise direction whose codes are packed two per byte needs it (the template packs along the
+    tile's last axis). Every other colwise direction reduces over the tile's rows; a transposed layout
+    then permutes the 8-bit codes, not the 16-bit input, on the way out.
     """
-    if d.block_axis != ROWS:
-        return False
-    first = data.chain.stages[0].axis_map if data.chain.stages else None
-    return first == (COLS, ROWS) or data.pack_axis is not None
+    return d.block_axis == ROWS and data.pack_axis is not None
 
 
 def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: bool = False) -> Dict[str, object]:
@@ -155,6 +151,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
         "hw_dtype": el.hw_convert,
+        "hw_nan_select": el.hw_nan_select,
         "max_code": el.max_code,
         "element": repr(el),
         "scale_fmt": repr(sc),

@@ -82,12 +82,13 @@ def _encode_rowwise(q):
 
 @triton.jit
 def _codes_rowwise(q, HW: tl.constexpr):
-    """rowwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_rowwise. NaN's code is set here."""
+    """rowwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_rowwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_rowwise(q)
+        code = _encode_rowwise(q).to(tl.uint8)
     return code
 
 
@@ -134,12 +135,13 @@ def _encode_colwise(q):
 
 @triton.jit
 def _codes_colwise(q, HW: tl.constexpr):
-    """colwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_colwise. NaN's code is set here."""
+    """colwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_colwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_colwise(q)
+        code = _encode_colwise(q).to(tl.uint8)
     return code
 
 
@@ -174,7 +176,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    mult, e_rowwise = _f32_scale_rowwise(tl.max(tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]), axis=3), axis=1))  # multiplier, stored scale
+    amax = tl.max(tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]), axis=3), axis=1)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N // 128)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N // 128]), blk, 0)
+    mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N // 128])
+    e_rowwise = tl.reshape(e_rowwise, [BLOCK_M // 128, BLOCK_N // 128])
     q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]) * mult[:, None, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
@@ -183,7 +193,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < M) & (c < N)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
     v = packed
     off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     if EVEN:
@@ -199,35 +209,43 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     tl.store(rowwise_scale_ptr + ((r * s2) + c), val.to(tl.float32), mask=(r < s0) & (c < s2))
 
 
-    # ---- colwise: blocks 128x128, one E8M0 per 128 elements; tile [BLOCK_N, BLOCK_M]
-    xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
+    # ---- colwise: blocks 128x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+    xt = xi
     xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    mult, e_colwise = _f32_scale_colwise(tl.max(tl.max(tl.reshape(ab, [BLOCK_N // 128, 128, BLOCK_M // 128, 128]), axis=3), axis=1))  # multiplier, stored scale
-    q = tl.reshape(x, [BLOCK_N // 128, 128, BLOCK_M // 128, 128]) * mult[:, None, :, None]
-    packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_N, BLOCK_M])  # one code per byte
+    amax = tl.max(tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]), axis=3), axis=1)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N // 128)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N // 128]), blk, 0)
+    mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N // 128])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N // 128])
+    q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]) * mult[:, None, :, None]
+    packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
-    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    tj = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[None, :]
+    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < N) & (c < M)).to(tl.int32) << 8)
-    v = packed
-    off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * M + (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[None, :]
+        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
+    v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 1, (BLOCK_N) // 1]), (1, 0))
+    off = (pid_n * ((BLOCK_N) // 1) + tl.arange(0, (BLOCK_N) // 1))[:, None] * M + (pid_m * ((BLOCK_M) // 1) + tl.arange(0, (BLOCK_M) // 1))[None, :]
     if EVEN:
         tl.store(colwise_data_ptr + off, v.to(tl.uint8))
     else:
         tl.store(colwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
 
-    ti = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[:, None]
-    tj = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[None, :]
+    ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
+    tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
     r = ti
     c = tj
-    val = tl.where((r < s1) & (c < s0), e_colwise, 0)
-    tl.store(colwise_scale_ptr + ((r * s3) + c), val.to(tl.float32), mask=(r < s1) & (c < s3))
+    val = tl.where((r < s0) & (c < s1), e_colwise, 0)
+    tl.store(colwise_scale_ptr + ((c * s3) + r), val.to(tl.float32), mask=(r < s3) & (c < s1))
 
 
 def _sizes(M, N):
@@ -254,11 +272,12 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten).
+    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
+    register cap) override the tuned tile; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -271,6 +290,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     block_m = block_m or (tuned[0] if tuned else BLOCK_M)
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
+    maxnreg = maxnreg or (tuned[3] if tuned else None)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (((M + 127) // 128)) * 128, (M) * 1, ((((((M + 127) // 128) + 3) // 4) * 4)) * 128)
@@ -279,6 +299,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
+    if maxnreg:  # two programs per SM where the compiler would take more registers
+        kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)
@@ -367,16 +389,16 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
     n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
     in_bounds = (m < M) & (n < N)
-    ti = n
-    tj = m
+    ti = m
+    tj = n
     r = ti
     c = tj
-    code = tl.load(data_ptr + ((r * M) + c), mask=in_bounds, other=0).to(tl.int32)
-    ti = n // 128
-    tj = m // 128
+    code = tl.load(data_ptr + ((c * M) + r), mask=in_bounds, other=0).to(tl.int32)
+    ti = m // 128
+    tj = n // 128
     r = ti
     c = tj
-    scale = tl.load(scale_ptr + ((r * s3) + c), mask=in_bounds, other=1.0)
+    scale = tl.load(scale_ptr + ((c * s3) + r), mask=in_bounds, other=1.0)
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7

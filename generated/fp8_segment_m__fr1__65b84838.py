@@ -82,12 +82,13 @@ def _encode_colwise(q):
 
 @triton.jit
 def _codes_colwise(q, HW: tl.constexpr):
-    """colwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_colwise. NaN's code is set here."""
+    """colwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_colwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_colwise(q)
+        code = _encode_colwise(q).to(tl.uint8)
     return code
 
 
@@ -134,12 +135,13 @@ def _encode_rowwise(q):
 
 @triton.jit
 def _codes_rowwise(q, HW: tl.constexpr):
-    """rowwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_rowwise. NaN's code is set here."""
+    """rowwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_rowwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_rowwise(q)
+        code = _encode_rowwise(q).to(tl.uint8)
     return code
 
 
@@ -183,7 +185,15 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    mult, e_colwise = _f32_scale_colwise(tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N]), axis=1))  # multiplier, stored scale
+    amax = tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N]), axis=1)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
+    mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
     q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
     packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
     e_colwise = tl.where(block_ok, e_colwise, 0)  # blocks past the last group: zero scales
@@ -193,7 +203,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < s0) & (c < N)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < s0) & (c < N)).to(tl.int32) << 8)
     v = packed
     off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     if EVEN:
@@ -214,7 +224,15 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    mult, e_rowwise = _f32_scale_rowwise(tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 128, 128]), axis=2))  # multiplier, stored scale
+    amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 128, 128]), axis=2)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
+    mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
+    e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
@@ -254,7 +272,7 @@ def _shapes(M, N, G):
     }
 
 
-def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None):
+def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -262,7 +280,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     offsets come back as result.extras["padded_offsets"] (device tensor, G + 1 entries).
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten).
+    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
+    register cap) override the tuned tile; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -274,6 +293,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     block_m = 128  # one program per padded block of rows: it lies in one group
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
+    maxnreg = maxnreg or (tuned[3] if tuned else None)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
     rows = max(M, ((M + (G * 128))) * 1, ((((M + (G * 128)) + 127) // 128)) * 128, (M) * 1, (M) * 1)
@@ -282,6 +302,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0 and False
     kwargs = {"num_warps": num_warps}
+    if maxnreg:  # two programs per SM where the compiler would take more registers
+        kwargs["maxnreg"] = maxnreg
     kwargs["GP"] = triton.next_power_of_2(G + 1)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), goffs, poffs, G, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,

@@ -154,8 +154,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    e_rowwise = _e8m0_rowwise(tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2))
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * _multiplier_rowwise(e_rowwise)[:, :, None, None]
+    amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
+    e_rowwise = _e8m0_rowwise(amax)
+    mult = tl.reshape(tl.gather(_multiplier_rowwise(e_rowwise), blk, 0), [BLOCK_M, BLOCK_N // 32])
+    e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
+    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
     q_even, q_odd = tl.split(q)
     packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
 
@@ -164,7 +172,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < M) & (c < s0)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < M) & (c < s0)).to(tl.int32) << 8)
     v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
     off = (pid_m * ((BLOCK_M) // 16) + tl.arange(0, (BLOCK_M) // 16))[:, None, None, None, None] * s3 + (pid_n * ((BLOCK_N // 2) // 32) + tl.arange(0, (BLOCK_N // 2) // 32))[None, :, None, None, None] * 512 + (tl.arange(0, 2))[None, None, :, None, None] * 256 + (tl.arange(0, 16))[None, None, None, :, None] * 16 + (tl.arange(0, 16))[None, None, None, None, :]
     if EVEN:
@@ -186,8 +194,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    e_colwise = _e8m0_colwise(tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2))
-    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * _multiplier_colwise(e_colwise)[:, :, None, None]
+    amax = tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
+    e_colwise = _e8m0_colwise(amax)
+    mult = tl.reshape(tl.gather(_multiplier_colwise(e_colwise), blk, 0), [BLOCK_N, BLOCK_M // 32])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
+    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
     q_even, q_odd = tl.split(q)
     packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
 
@@ -196,7 +212,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < N) & (c < s9)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < N) & (c < s9)).to(tl.int32) << 8)
     v = packed
     off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s9 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
     if EVEN:
@@ -251,11 +267,12 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten).
+    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
+    register cap) override the tuned tile; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -266,6 +283,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     block_m = block_m or (tuned[0] if tuned else BLOCK_M)
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
+    maxnreg = maxnreg or (tuned[3] if tuned else None)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x64 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 255) // 256) * 256)) * 1, ((M // 2)) * 2, ((((((M + 31) // 32) + 7) // 8) * 8)) * 32)
@@ -274,6 +292,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
+    if maxnreg:  # two programs per SM where the compiler would take more registers
+        kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)

@@ -88,12 +88,13 @@ def _encode_rowwise(q):
 
 @triton.jit
 def _codes_rowwise(q, HW: tl.constexpr):
-    """rowwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_rowwise. NaN's code is set here."""
+    """rowwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_rowwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_rowwise(q)
+        code = _encode_rowwise(q).to(tl.uint8)
     return code
 
 
@@ -146,12 +147,13 @@ def _encode_colwise(q):
 
 @triton.jit
 def _codes_colwise(q, HW: tl.constexpr):
-    """colwise: codes (int32) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
-    sign of zero kept: this format's rules), else by _encode_colwise. NaN's code is set here."""
+    """colwise: codes (uint8) by the GPU's convert when HW (cvt.rn.satfinite: ties to even, saturating,
+    sign of zero kept: this format's rules), else by _encode_colwise. q comes from an fp32 multiply,
+    so a NaN is the canonical 0x7FFFFFFF, which the convert writes as this format's NaN code 127."""
     if HW:
-        code = tl.where(q != q, 127, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32))
+        code = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
     else:
-        code = _encode_colwise(q)
+        code = _encode_colwise(q).to(tl.uint8)
     return code
 
 
@@ -186,8 +188,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    e_rowwise = _e8m0_rowwise(tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2))
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * _multiplier_rowwise(e_rowwise)[:, :, None]
+    amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
+    e_rowwise = _e8m0_rowwise(amax)
+    mult = tl.reshape(tl.gather(_multiplier_rowwise(e_rowwise), blk, 0), [BLOCK_M, BLOCK_N // 32])
+    e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
+    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
@@ -195,7 +205,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < M) & (c < N)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
     v = packed
     off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     if EVEN:
@@ -216,8 +226,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     x = xb.to(tl.float32, bitcast=True)
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    e_colwise = _e8m0_colwise(tl.max(tl.reshape(ab, [BLOCK_M // 32, 32, BLOCK_N]), axis=1))
-    q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * _multiplier_colwise(e_colwise)[:, None, :]
+    amax = tl.max(tl.reshape(ab, [BLOCK_M // 32, 32, BLOCK_N]), axis=1)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
+    # the multiplier goes back the same way.
+    blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
+    e_colwise = _e8m0_colwise(amax)
+    mult = tl.reshape(tl.gather(_multiplier_colwise(e_colwise), blk, 0), [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+    q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * mult[:, None, :]
     packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
@@ -225,7 +243,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     r = ti
     c = tj
     if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed | (((r < M) & (c < N)).to(tl.int32) << 8)
+        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
     v = packed
     off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     if EVEN:
@@ -262,11 +280,12 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten).
+    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
+    register cap) override the tuned tile; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -277,6 +296,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     block_m = block_m or (tuned[0] if tuned else BLOCK_M)
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
+    maxnreg = maxnreg or (tuned[3] if tuned else None)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, (M) * 1, (((M + 31) // 32)) * 32)
@@ -285,6 +305,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None):
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
+    if maxnreg:  # two programs per SM where the compiler would take more registers
+        kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)
