@@ -134,6 +134,12 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "sub_bits": f"0x{f32_bits(sub):08X}",
         "norm_bits": f"0x{(127 - el.bias) << 23:08X}",
         "shift": shift,
+        # ties-to-even rounding by one fp32 add (see _encode): the binade of |q| (at least the format's
+        # smallest normal one) picks a magic 2^(23 - mbits + E) whose ulp is the format's step there
+        "magic_min": f"0x{f32_bits(sub):08X}",
+        "magic_shift": f"0x{(23 - el.mbits) << 23:08X}",
+        "magic_base": f"0x{f32_bits(sub) + ((23 - el.mbits) << 23):08X}",
+        "max_value": _py_float(el.max_value),
         "half": f"0x{1 << (shift - 1):X}",
         "half_m1": f"0x{(1 << (shift - 1)) - 1:X}",
         "sign_shift": 32 - el.bits,
@@ -158,6 +164,10 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "scale_kind": sc.name,
         "scale_storage": sc.storage,
         "nan_propagate": sc.nan_in_amax == "propagate",
+        # A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
+        # and no other element can become NaN, so packed codes test NaN once per block, not per element.
+        "nan_by_block": el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255,
+        "nan_byte": el.nan | (el.nan << 4),
         "P": el.max_pow2,
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }

@@ -8,17 +8,20 @@ is checked bit-exact against the reference before it can win.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 TABLE = Path(__file__).with_name("tuning.json")
-# (block_m, block_n, num_warps, maxnreg): maxnreg caps registers per thread (None: the compiler's choice)
-# so that two 256-thread programs fit on an SM; tiles of 16384 elements hold 64 per thread on 8 warps.
-CONFIGS = [(bm, bn, w, None) for bm, bn, w in itertools.product((32, 64, 128), (64, 128, 256), (2, 4, 8, 16))
-           if 2048 <= bm * bn <= 16384 and 8 <= bm * bn // (32 * w) <= 64] + [
-    (128, 128, 8, 128), (64, 128, 4, 128), (64, 64, 2, 128), (64, 64, 4, 128)]
+# (block_m, block_n, num_warps, maxnreg, stages): maxnreg caps registers per thread (None: the compiler's
+# choice) so that two 256-thread programs fit on an SM (tiles of 16384 elements hold 64 per thread on 8
+# warps); stages 0 runs one tile per program, n >= 1 a persistent grid with n - 1 tiles' loads in flight.
+CONFIGS = [(bm, bn, w, None, 0) for bm, bn, w in (
+    (32, 64, 2), (32, 64, 4), (32, 128, 2), (32, 128, 4), (32, 128, 8), (64, 64, 2), (64, 64, 4),
+    (64, 128, 4), (64, 128, 8), (128, 128, 8), (128, 128, 16))] + [
+    (128, 128, 8, 128, 0), (64, 128, 4, 128, 0), (64, 64, 2, 128, 0),
+    (128, 128, 8, None, 2), (128, 128, 16, None, 2), (64, 128, 4, None, 2), (64, 128, 8, None, 2),
+    (64, 64, 2, None, 2), (64, 64, 4, None, 2), (32, 128, 2, None, 2), (32, 128, 4, None, 2)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,14 +33,14 @@ def _table() -> Dict[Tuple[str, str, str], dict]:
 
 
 @functools.lru_cache(maxsize=None)
-def lookup(kernel: str, device_index: int = 0) -> Optional[Tuple[int, int, int, Optional[int]]]:
-    """(block_m, block_n, num_warps, maxnreg) tuned for this kernel on this GPU and Triton, or None."""
+def lookup(kernel: str, device_index: int = 0) -> Optional[Tuple[int, int, int, Optional[int], int]]:
+    """(block_m, block_n, num_warps, maxnreg, stages) tuned for this kernel on this GPU and Triton, or None."""
     import torch
     import triton
     if not torch.cuda.is_available():
         return None
     row = _table().get((kernel, torch.cuda.get_device_name(device_index), triton.__version__))
-    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg")) if row else None
+    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), row.get("stages", 0)) if row else None
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shape=(8192, 8192), write: bool = True) -> List[dict]:
@@ -59,15 +62,15 @@ def tune(variants: Iterable[Tuple[str, dict]], shape=(8192, 8192), write: bool =
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         best = None
-        for bm, bn, w, regs in CONFIGS:
+        for bm, bn, w, regs, stages in CONFIGS:
             if bm % mod.BLOCK_M_MULTIPLE or bn % mod.BLOCK_N_MULTIPLE or (extra and bm != mod.BLOCK_M):
                 continue
-            cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs)
+            cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, stages=stages)
             res = mod.quantize(x, *extra, **cfg)
             if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
                 raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
             ms = triton.testing.do_bench(lambda: mod.quantize(x, *extra, **cfg), warmup=10, rep=60)
-            print(f"{mod.NAME} {bm}x{bn} w{w} maxnreg {regs}: {ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
+            print(f"{mod.NAME} {bm}x{bn} w{w} maxnreg {regs} stages {stages}: {ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
             if best is None or ms < best[0]:
                 best = (ms, cfg)
         ms, cfg = best

@@ -10,6 +10,7 @@ import importlib
 VARIANTS = {
     ('fp8_128x128_nvte', ()): 'fp8_128x128_nvte__c5cfc321',
     ('fp8_128x128_rocm_te', ()): 'fp8_128x128_rocm_te__0996d515',
+    ('fp8_1x128_colwise_transposed', ()): 'fp8_1x128_colwise_transposed__7d302056',
     ('fp8_1x128_deepgemm', ()): 'fp8_1x128_deepgemm__954f48df',
     ('fp8_1x128_deepgemm_sm100', ()): 'fp8_1x128_deepgemm_sm100__25ecf0d6',
     ('fp8_1x128_deepgemm_ue8m0', ()): 'fp8_1x128_deepgemm_ue8m0__debba7e5',

@@ -74,8 +74,13 @@ def _encode_rowwise(q):
     (even); min(., 126) saturates finite overflow and Inf.
     """
     u = q.to(tl.int32, bitcast=True)
-    v = tl.maximum((tl.abs(q) + 0.015625).to(tl.int32, bitcast=True) - 0x3C800000, (u & 0x7FFFFFFF) - 0x3C000000)
-    mag = tl.minimum((v + (0x7FFFF + ((v >> 20) & 1))) >> 20, 126)
+    # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is
+    # the format's step in a's binade: M = 2^(23 - 3) * max(2^floor(log2 a), smallest normal).
+    # (a + M) - M counts steps from 0; each binade above the first adds 2^3 codes.
+    a = tl.minimum(tl.abs(q), 448.0)
+    mb = tl.maximum(a.to(tl.int32, bitcast=True) & 0x7F800000, 0x3C800000) + 0x0A000000
+    steps = (a + mb.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True) - mb
+    mag = steps + ((mb - 0x46800000) >> 20)
     code = mag | ((u >> 24) & 128)
     return tl.where(q != q, 127, code)
 
@@ -127,8 +132,13 @@ def _encode_colwise(q):
     (even); min(., 126) saturates finite overflow and Inf.
     """
     u = q.to(tl.int32, bitcast=True)
-    v = tl.maximum((tl.abs(q) + 0.015625).to(tl.int32, bitcast=True) - 0x3C800000, (u & 0x7FFFFFFF) - 0x3C000000)
-    mag = tl.minimum((v + (0x7FFFF + ((v >> 20) & 1))) >> 20, 126)
+    # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is
+    # the format's step in a's binade: M = 2^(23 - 3) * max(2^floor(log2 a), smallest normal).
+    # (a + M) - M counts steps from 0; each binade above the first adds 2^3 codes.
+    a = tl.minimum(tl.abs(q), 448.0)
+    mb = tl.maximum(a.to(tl.int32, bitcast=True) & 0x7F800000, 0x3C800000) + 0x0A000000
+    steps = (a + mb.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True) - mb
+    mag = steps + ((mb - 0x46800000) >> 20)
     code = mag | ((u >> 24) & 128)
     return tl.where(q != q, 127, code)
 
@@ -144,18 +154,39 @@ def _codes_colwise(q, HW: tl.constexpr):
         code = _encode_colwise(q).to(tl.uint8)
     return code
 
+@triton.jit
+def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, tiles_m, tiles, iters,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
+                     HW_CVT: tl.constexpr, STAGES: tl.constexpr):
+    """Quantize [M, N] tile by tile (tiles in column-major order: tile t is (t % tiles_m, t // tiles_m)).
+
+    STAGES 0: one tile per program (a 2-D grid). STAGES >= 1: a persistent grid strides over the tiles
+    (`iters` rounds) and Triton's pipeliner keeps the loads of the next STAGES - 1 tiles in flight during
+    the current one. In the last round a program past the end redoes the last tile: the same bytes.
+    """
+    if STAGES == 0:
+        _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, tl.program_id(0), tl.program_id(1), BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
+    elif HW_CVT:  # compiled for a GPU
+        for i in tl.range(0, iters, num_stages=STAGES):
+            t = tl.minimum(tl.program_id(0) + i * tl.num_programs(0), tiles - 1)
+            _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, t % tiles_m, t // tiles_m, BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
+    else:  # the interpreter, whose range() cannot take a run-time bound: the same rounds, unpipelined
+        i = 0
+        while i < iters:
+            t = tl.minimum(tl.program_id(0) + i * tl.num_programs(0), tiles - 1)
+            _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, t % tiles_m, t // tiles_m, BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
+            i += 1
+
 
 @triton.jit
-def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr):
+def _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, pid_m, pid_n,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
+                   HW_CVT: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for a GPU (not the interpreter): 8-bit codes may use the hardware convert.
     """
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -192,14 +223,13 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     r = ti
     c = tj
-    if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
     v = packed
     off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     if EVEN:
         tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
-    else:
-        tl.store(rowwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
+    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+        ok = (r < M) & (c < N)
+        tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -231,14 +261,13 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     r = ti
     c = tj
-    if not EVEN:  # carry the in-bounds bit through the permute with the value
-        packed = packed.to(tl.int32) | (((r < M) & (c < N)).to(tl.int32) << 8)
     v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 1, (BLOCK_N) // 1]), (1, 0))
     off = (pid_n * ((BLOCK_N) // 1) + tl.arange(0, (BLOCK_N) // 1))[:, None] * M + (pid_m * ((BLOCK_M) // 1) + tl.arange(0, (BLOCK_M) // 1))[None, :]
     if EVEN:
         tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-    else:
-        tl.store(colwise_data_ptr + off, (v & 255).to(tl.uint8), mask=(v >> 8) != 0)
+    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+        ok = tl.permute(tl.reshape((r < M) & (c < N), [(BLOCK_M) // 1, (BLOCK_N) // 1]), (1, 0))
+        tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
     ti = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
     tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
@@ -278,12 +307,13 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, stages=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
-    register cap) override the tuned tile; they change speed only, never the result.
+    element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
+    register cap) and stages (0: one tile per program; n >= 1: a persistent grid with n - 1 tiles'
+    loads in flight) override the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -295,19 +325,23 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
     maxnreg = maxnreg or (tuned[3] if tuned else None)
+    stages = (tuned[4] if tuned else 0) if stages is None else stages
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 127) // 128) * 128)) * 1, (M) * 1, ((((((M + 31) // 32) + 3) // 4) * 4)) * 32)
     cols = max(N, (N) * 1, ((((((N + 31) // 32) + 3) // 4) * 4)) * 32, (N) * 1, ((((N + 127) // 128) * 128)) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
+    tiles_m = triton.cdiv(rows, block_m)
+    tiles = tiles_m * triton.cdiv(cols, block_n)
+    grid = (tiles_m, triton.cdiv(cols, block_n)) if not stages else (min(tiles, runtime.persistent_programs(x2)),)
+    iters = triton.cdiv(tiles, grid[0]) if stages else 1
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
     if maxnreg:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
-                           BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)
+                           tiles_m, tiles, iters, BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
+                           HW_CVT=runtime.compiled_for_gpu(x2), STAGES=stages, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

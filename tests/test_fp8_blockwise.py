@@ -29,7 +29,8 @@ def test_scale_rule_worked_example():
 
 @pytest.mark.parametrize("name,opts", [("fp8_1x128_rocm_te", {}), ("fp8_1x128_nvte", {"gemm_ready": False}),
                                        ("fp8_1x128_nvte", {"gemm_ready": True}), ("fp8_1x128_deepgemm", {}),
-                                       ("fp8_1x128_deepgemm_ue8m0", {}), ("fp8_1x128_deepgemm_sm100", {})])
+                                       ("fp8_1x128_deepgemm_ue8m0", {}), ("fp8_1x128_deepgemm_sm100", {}),
+                                       ("fp8_1x128_colwise_transposed", {})])
 def test_kernels_bit_exact(name, opts):
     variant = KERNELS[name].variant(**opts)
     mod = find(name, **opts)

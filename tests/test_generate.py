@@ -51,6 +51,7 @@ def test_every_generated_file_has_the_header_and_layout_docstring(files):
         assert "spec sha256" in head[0] and "DO NOT EDIT" in head[1]
         want = ("rowwise_data: logical [M, (N // 2)]" if name.startswith("mxfp4") else
                 "colwise_data: logical [(M + (G * 128)), N]" if name.startswith("fp8_segment") else
+                "colwise_data: logical [M, N] (codes), stored as transpose" if name.startswith("fp8_1x128_colwise_transposed") else
                 "rowwise_data: logical [M, N]")
         assert "Layouts written" in src and want in src
 

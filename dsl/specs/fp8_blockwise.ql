@@ -30,6 +30,16 @@ kernel fp8_1x128_nvte(x: bf16[M, N]) {
     }
 }
 
+# The columnwise operand alone, transposed for the weight-gradient GEMM (what torchao's
+# triton_fp8_blockwise_act_quant_transposed_lhs writes): data [N, M], blocks of 128 along M, scales
+# [N, M/128] (each row of the transposed data has its own scales).
+kernel fp8_1x128_colwise_transposed(x: bf16[M, N]) {
+    colwise blocks 128x1 profile fp8_block_rocm_te {
+        store data  as transpose
+        store scale as transpose
+    }
+}
+
 # Blockwise FP8, 128x128 (weights): one scale per 128x128 tile, amax over the whole tile, so the same
 # scales serve the rowwise and the transposed columnwise copy. Leading dims (batched weights
 # [B, M, N]) are flattened into M: blocks never straddle two weights when M % 128 == 0.

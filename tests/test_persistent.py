@@ -1,0 +1,34 @@
+"""The persistent grid (stages >= 1: programs stride over the tiles, loads pipelined) writes exactly what
+one tile per program writes, on ragged shapes with every output poisoned first (interpreter or CUDA)."""
+import pytest
+import torch
+
+from quantlay import inputs, reference
+from quantlay.generated import find
+from quantlay.spec import SPECS_DIR, load
+
+from conftest import DEVICE
+
+CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles and more tiles than programs
+    ("mxfp4_cast_transpose_hw", dict.fromkeys(("shuffle_rowwise_data", "shuffle_columnwise_data",
+                                               "with_gemm_swizzled_scales"), True), (64, 64), (192, 320)),
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (300, 520)),
+    ("mxfp8_nvte", {"with_gemm_swizzled_scales": True}, (32, 64), (100, 200)),
+    ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256)),
+]
+KERNELS = {k.name: k for s in ("mxfp4_cast_transpose.ql", "fp8_blockwise.ql", "mxfp8.ql") for k in load(SPECS_DIR / s)}
+
+
+@pytest.mark.parametrize("name,opts,tile,shape", CASES, ids=[c[0] for c in CASES])
+def test_persistent_grid_matches_reference(name, opts, tile, shape):
+    mod = find(name, **opts)
+    M, N = shape
+    x = inputs.specials(M, N, seed=5).to(DEVICE)
+    groups = torch.tensor([100, 0, 129, 31], device=DEVICE) if KERNELS[name].groups else None
+    args = () if groups is None else (groups,)
+    shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
+    out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
+    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], stages=2)
+    ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
+    for k in ref:
+        assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, k)
