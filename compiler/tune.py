@@ -40,7 +40,7 @@ def lookup(kernel: str, device_index: int = 0) -> Optional[Tuple[int, int, int, 
     if not torch.cuda.is_available():
         return None
     row = _table().get((kernel, torch.cuda.get_device_name(device_index), triton.__version__))
-    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), row.get("stages", 0)) if row else None
+    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), row.get("stages") or 0) if row else None
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shape=(8192, 8192), write: bool = True) -> List[dict]:
