@@ -329,9 +329,15 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         outputs += [data, scale]
     tr.check()
     import math
-    tile_m = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][0] for o in outputs])
-    tile_n = math.lcm(2, *[d.block_size for d in variant.directions], *[o["tile_mult"][1] for o in outputs])
-    default_m, default_n = max(tile_m, 64), max(tile_n, 64)
+    # A tile must hold whole blocks along each axis and whole units of every tiled layout. The default
+    # tile (used without a tuned entry) keeps a block's length on both axes, which the benchmarks
+    # measured; narrower tiles stay legal for the tuner (a 128x1 colwise cast on 128x32 tiles).
+    mult_m = [o["tile_mult"][0] for o in outputs]
+    mult_n = [o["tile_mult"][1] for o in outputs]
+    tile_m = math.lcm(2, *[d.block[0] for d in variant.directions], *mult_m)
+    tile_n = math.lcm(2, *[d.block[1] for d in variant.directions], *mult_n)
+    default_m = max(math.lcm(2, *[d.block_size for d in variant.directions], *mult_m), 64)
+    default_n = max(math.lcm(2, *[d.block_size for d in variant.directions], *mult_n), 64)
     return {
         "name": variant.name,
         "kernel": k.name,

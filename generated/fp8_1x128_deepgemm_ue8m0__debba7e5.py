@@ -26,7 +26,7 @@ from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
 NAME = "fp8_1x128_deepgemm_ue8m0__debba7e5"
 OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
-BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
+BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 2, 128  # what the blocks and tiled layouts need
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.float32}
 LAYOUTS = {
     "rowwise_data": LayoutDescriptor("rowwise", "data", "e4m3", "1x128", "row_major", None),
@@ -210,7 +210,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     maxnreg = maxnreg or (tuned[3] if tuned else None)
     stages = (tuned[4] if tuned else 0) if stages is None else stages
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
-        raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
+        raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 2x128 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 3) // 4) * 4)) * 1)
     cols = max(N, (N) * 1, (((N + 127) // 128)) * 128)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))

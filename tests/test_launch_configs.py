@@ -1,5 +1,6 @@
-"""The persistent grid (stages >= 1: programs stride over the tiles, loads pipelined) writes exactly what
-one tile per program writes, on ragged shapes with every output poisoned first (interpreter or CUDA)."""
+"""Launch configurations the tuner may pick change speed, never bytes: the persistent grid (stages >= 1:
+programs stride over the tiles, loads pipelined) and tiles narrower than a block's length across the
+block axis, on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
 
@@ -29,6 +30,29 @@ def test_persistent_grid_matches_reference(name, opts, tile, shape):
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
     res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], stages=2)
+    ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
+    for k in ref:
+        assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, k)
+
+
+NARROW = [  # single-direction kernels on tiles narrower than a block's length across the block axis
+    ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 200)),
+    ("fp8_1x128_deepgemm_sm100", {}, (32, 128), (100, 640)),
+    ("fp8_segment_m", {"fused_rowwise": False}, (128, 64), (260, 200)),
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape", NARROW, ids=[c[0] for c in NARROW])
+@pytest.mark.parametrize("stages", [0, 2])
+def test_narrow_tiles_match_reference(name, opts, tile, shape, stages):
+    mod = find(name, **opts)
+    M, N = shape
+    x = inputs.specials(M, N, seed=6).to(DEVICE)
+    groups = torch.tensor([100, 0, 129, 31], device=DEVICE) if KERNELS[name].groups else None
+    args = () if groups is None else (groups,)
+    shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
+    out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
+    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], stages=stages)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, k)
