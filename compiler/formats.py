@@ -35,7 +35,7 @@ class Minifloat:
     dataclasses whose fields are the spec's rules: `ties`, `zero_sign`, `nan`.
 
     Every finite magnitude is listed in `GRID` (index = magnitude code), so the reference can round by
-    nearest grid value, a method independent of the kernels' integer rounding.
+    nearest grid value, a method independent of the kernels (integer rounding or an fp32 magic add).
     """
     ties: str = "even"          # rounding at exact midpoints: even | away (from zero) | zero (toward)
     zero_sign: str = "sign_bit"  # sign of a result of magnitude 0: sign_bit | negative_only | positive

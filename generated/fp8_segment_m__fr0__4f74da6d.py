@@ -54,12 +54,8 @@ def _f32_scale_colwise(ab):
 def _encode_colwise(q):
     """colwise: scaled fp32 -> 8-bit code (int32). E4M3(ties='even', zero_sign='sign_bit', nan=127)
 
-    Integer rounding of the fp32 pattern. For |q| >= 0.015625, re-biasing the exponent makes the
-    e4m3 code bits >> 20; below, |q| + 0.015625 puts |q| in the mantissa (exact
-    wherever a rounding boundary is near), so the code is mantissa >> 20. The right
-    candidate is always the larger one, so a max
-    picks it without a compare. Adding the tie rule's constant before the shift rounds
-    (even); min(., 126) saturates finite overflow and Inf.
+    Ties to even: one fp32 add rounds |q| to the format's step (the FPU's own round-to-nearest-even);
+    saturation first, so Inf and overflow give 126.
     """
     u = q.to(tl.int32, bitcast=True)
     # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is

@@ -67,12 +67,8 @@ def _multiplier_rowwise(e):
 def _encode_rowwise(q):
     """rowwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='even', zero_sign='negative_only', nan=0)
 
-    Integer rounding of the fp32 pattern. For |q| >= 1.0, re-biasing the exponent makes the
-    e2m1 code bits >> 22; below, |q| + 1.0 puts |q| in the mantissa (exact
-    wherever a rounding boundary is near), so the code is mantissa >> 22. The right
-    candidate is always the larger one, so a max
-    picks it without a compare. Adding the tie rule's constant before the shift rounds
-    (even); min(., 7) saturates finite overflow and Inf.
+    Ties to even: one fp32 add rounds |q| to the format's step (the FPU's own round-to-nearest-even);
+    saturation first, so Inf and overflow give 7.
     """
     u = q.to(tl.int32, bitcast=True)
     # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is
@@ -114,12 +110,8 @@ def _multiplier_colwise(e):
 def _encode_colwise(q):
     """colwise: scaled fp32 -> 4-bit code (int32). E2M1(ties='even', zero_sign='negative_only', nan=0)
 
-    Integer rounding of the fp32 pattern. For |q| >= 1.0, re-biasing the exponent makes the
-    e2m1 code bits >> 22; below, |q| + 1.0 puts |q| in the mantissa (exact
-    wherever a rounding boundary is near), so the code is mantissa >> 22. The right
-    candidate is always the larger one, so a max
-    picks it without a compare. Adding the tie rule's constant before the shift rounds
-    (even); min(., 7) saturates finite overflow and Inf.
+    Ties to even: one fp32 add rounds |q| to the format's step (the FPU's own round-to-nearest-even);
+    saturation first, so Inf and overflow give 7.
     """
     u = q.to(tl.int32, bitcast=True)
     # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is

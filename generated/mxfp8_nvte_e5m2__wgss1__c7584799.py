@@ -71,12 +71,8 @@ def _multiplier_rowwise(e):
 def _encode_rowwise(q):
     """rowwise: scaled fp32 -> 8-bit code (int32). E5M2(ties='even', zero_sign='sign_bit', nan=127)
 
-    Integer rounding of the fp32 pattern. For |q| >= 6.103515625e-05, re-biasing the exponent makes the
-    e5m2 code bits >> 21; below, |q| + 6.103515625e-05 puts |q| in the mantissa (exact
-    wherever a rounding boundary is near), so the code is mantissa >> 21. The right
-    candidate is always the larger one, so a max
-    picks it without a compare. Adding the tie rule's constant before the shift rounds
-    (even); min(., 123) saturates finite overflow and Inf.
+    Ties to even: one fp32 add rounds |q| to the format's step (the FPU's own round-to-nearest-even);
+    saturation first, so Inf and overflow give 123.
     """
     u = q.to(tl.int32, bitcast=True)
     # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is
@@ -134,12 +130,8 @@ def _multiplier_colwise(e):
 def _encode_colwise(q):
     """colwise: scaled fp32 -> 8-bit code (int32). E5M2(ties='even', zero_sign='sign_bit', nan=127)
 
-    Integer rounding of the fp32 pattern. For |q| >= 6.103515625e-05, re-biasing the exponent makes the
-    e5m2 code bits >> 21; below, |q| + 6.103515625e-05 puts |q| in the mantissa (exact
-    wherever a rounding boundary is near), so the code is mantissa >> 21. The right
-    candidate is always the larger one, so a max
-    picks it without a compare. Adding the tie rule's constant before the shift rounds
-    (even); min(., 123) saturates finite overflow and Inf.
+    Ties to even: one fp32 add rounds |q| to the format's step (the FPU's own round-to-nearest-even);
+    saturation first, so Inf and overflow give 123.
     """
     u = q.to(tl.int32, bitcast=True)
     # a = |q| saturated; a + M rounds (one fp32 add, ties to even) to a multiple of M's ulp, which is
