@@ -96,23 +96,22 @@ def mxfp4_entries() -> List[Entry]:
 
         out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}", make, validate,
                          hashlib.sha256(src.encode()).hexdigest()[:12], "mxfp4"))
-    variant = kernel.variant(**dict.fromkeys(flags, True))
+    return out + reference_entries(kernel.variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4")
 
-    def make_ref(M, N):
-        x = inputs.normal(M, N, seed=0).cuda()
-        moved = x.numel() * 2 + sum(t.numel() for t in reference.quantize(variant, x).values())
-        return (lambda: reference.quantize(variant, x)), moved
 
-    out.append(Entry("torch eager reference (flags on)", make_ref, group="mxfp4"))
+def reference_entries(variant, label: str, group: str) -> List[Entry]:
+    """The PyTorch reference of `variant`, eager and under torch.compile: the floor any kernel must beat."""
+    def make(compiled: bool):
+        def run_maker(M, N):
+            x = inputs.normal(M, N, seed=0).cuda()
+            fn = (lambda t: reference.quantize(variant, t))
+            fn = torch.compile(fn) if compiled else fn
+            moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in fn(x).values())
+            return (lambda: fn(x)), moved
+        return run_maker
 
-    def make_compiled(M, N):
-        x = inputs.normal(M, N, seed=0).cuda()
-        fn = torch.compile(lambda t: reference.quantize(variant, t))
-        moved = x.numel() * 2 + sum(t.numel() for t in fn(x).values())
-        return (lambda: fn(x)), moved
-
-    out.append(Entry("torch.compile of the reference (flags on)", make_compiled, group="mxfp4"))
-    return out
+    return [Entry(f"torch eager reference ({label})", make(False), group=group),
+            Entry(f"torch.compile of the reference ({label})", make(True), group=group)]
 
 
 def _generated_entries(spec_name: str, group: str) -> List[Entry]:
@@ -166,10 +165,16 @@ def torchao_entries() -> List[Entry]:
     return out
 
 
+def _variant(spec_name: str, kernel: str, **opts):
+    return next(k for k in specmod.load(specmod.SPECS_DIR / spec_name) if k.name == kernel).variant(**opts)
+
+
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
     "mxfp4": mxfp4_entries,
-    "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8"),
-    "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries(),
+    "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8") + reference_entries(
+        _variant("mxfp8.ql", "mxfp8_nvte", with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
+    "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries() + reference_entries(
+        _variant("fp8_blockwise.ql", "fp8_1x128_rocm_te"), "fp8_1x128_rocm_te", "fp8"),
 }
 
 
