@@ -135,7 +135,8 @@ def _cmd_tune(args) -> int:
     for name in names:  # a kernel without options has one variant whatever --flags says
         settings = args.flags.split(",") if kernels[name].options else ["off"]
         variants += [(name, dict.fromkeys(kernels[name].options, flags == "on")) for flags in settings]
-    tune(variants, shape=tuple(int(v) for v in args.shape.split("x")))  # prints and stores each winner
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shape.split(",")]
+    tune(variants, shapes=shapes)  # prints and stores each winner (one per size bucket)
     return 0
 
 
@@ -186,7 +187,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
     t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
-    t.add_argument("--shape", default="8192x8192")
+    t.add_argument("--shape", default="8192x8192", help="shapes, comma-separated: one winner per size bucket")
     t.set_defaults(fn=_cmd_tune)
     c = sub.add_parser("compare", help="compare a hand-written kernel with the generated one and diagnose")
     c.add_argument("spec")

@@ -176,12 +176,13 @@ def needs_int64(*numels: int) -> bool:
     return max(numels) >= 2 ** 31
 
 
-def tuned(kernel: str, device: torch.device):
-    """The committed tuned tile for `kernel` on this GPU and Triton version (None off CUDA)."""
+def tuned(kernel: str, device: torch.device, numel: int):
+    """The committed tuned configuration for `kernel` at this size on this GPU and Triton version (None off
+    CUDA or without an entry)."""
     if device.type != "cuda":
         return None
-    from .tune import lookup
-    return lookup(kernel, device.index or 0)
+    from .tune import lookup, size_bucket
+    return lookup(kernel, size_bucket(numel), device.index or 0)
 
 
 def group_offsets(kernel: str, group_lens, x: torch.Tensor, block: int):

@@ -30,6 +30,15 @@ NAME = "fp8_segment_m__fr1__65b84838"
 OPTIONS = {"fused_rowwise": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, stages): the template's candidates
+# that hold whole blocks and layout units with the segment's row tile
+CONFIGS = [
+    (128, 128, 8, None, 0),
+    (128, 128, 16, None, 0),
+    (128, 128, 8, 128, 0),
+    (128, 128, 8, None, 2),
+    (128, 128, 16, None, 2),
+]
 DTYPES = {"colwise_data": torch.uint8, "colwise_scale": torch.float32, "rowwise_data": torch.uint8, "rowwise_scale": torch.float32}
 LAYOUTS = {
     "colwise_data": LayoutDescriptor("colwise", "data", "e4m3", "128x1", "row_major", None),
@@ -298,7 +307,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     G, goffs, poffs = runtime.group_offsets(NAME, group_lens, x2, 128)
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
-    tuned = runtime.tuned(NAME, x2.device)  # committed table (quantlay tune), else the template default
+    tuned = runtime.tuned(NAME, x2.device, M * N)  # committed table (quantlay tune), else the template default
     block_m = 128  # one program per padded block of rows: it lies in one group
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)

@@ -30,6 +30,36 @@ NAME = "mxfp8_nvte__wgss1__e37afb15"
 OPTIONS = {"with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, stages): the template's candidates
+# that hold whole blocks and layout units
+CONFIGS = [
+    (32, 64, 2, None, 0),
+    (32, 64, 4, None, 0),
+    (32, 128, 2, None, 0),
+    (32, 128, 4, None, 0),
+    (32, 128, 8, None, 0),
+    (64, 64, 2, None, 0),
+    (64, 64, 4, None, 0),
+    (64, 128, 4, None, 0),
+    (64, 128, 8, None, 0),
+    (128, 128, 8, None, 0),
+    (128, 128, 16, None, 0),
+    (128, 32, 2, None, 0),
+    (128, 32, 4, None, 0),
+    (128, 64, 2, None, 0),
+    (128, 64, 4, None, 0),
+    (128, 128, 8, 128, 0),
+    (64, 128, 4, 128, 0),
+    (64, 64, 2, 128, 0),
+    (128, 128, 8, None, 2),
+    (128, 128, 16, None, 2),
+    (64, 128, 4, None, 2),
+    (64, 128, 8, None, 2),
+    (64, 64, 2, None, 2),
+    (64, 64, 4, None, 2),
+    (32, 128, 2, None, 2),
+    (32, 128, 4, None, 2),
+]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.uint8, "colwise_data": torch.uint8, "colwise_scale": torch.uint8}
 LAYOUTS = {
     "rowwise_data": LayoutDescriptor("rowwise", "data", "e4m3", "1x32", "row_major", None),
@@ -322,7 +352,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
-    tuned = runtime.tuned(NAME, x2.device)  # committed table (quantlay tune), else the template default
+    tuned = runtime.tuned(NAME, x2.device, M * N)  # committed table (quantlay tune), else the template default
     block_m = block_m or (tuned[0] if tuned else BLOCK_M)
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)

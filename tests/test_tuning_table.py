@@ -1,0 +1,51 @@
+"""The committed tuning table: entries keyed by kernel, GPU, Triton and size bucket; a launcher takes the
+nearest bucket tuned; the candidates come from the template and hold whole blocks."""
+import json
+
+import torch
+import triton
+
+from quantlay import tune
+from quantlay.generated import find
+
+
+def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
+    def row(shape, bm):
+        return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
+                "num_warps": 4, "shape": shape, "median_ms": 1.0}
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": [row("4096x4096", 32), row("16384x8192", 128)]}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    tune._table.cache_clear()
+    tune.lookup.cache_clear()
+    try:
+        assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
+        assert tune.lookup("k", 24) == (32, 64, 4, None, 0)
+        assert tune.lookup("k", 20)[0] == 32            # below every bucket: the smallest
+        assert tune.lookup("k", 26)[0] == 128           # nearer 27 than 24
+        assert tune.lookup("k", 30)[0] == 128
+        assert tune.lookup("other", 24) is None         # no entry: the template's default tile
+    finally:
+        tune._table.cache_clear()
+        tune.lookup.cache_clear()
+
+
+def test_candidates_hold_whole_blocks():
+    for name, opts in (("fp8_1x128_rocm_te", {}), ("fp8_1x128_colwise_transposed", {}),
+                       ("fp8_segment_m", {"fused_rowwise": True}), ("mxfp8_nvte", {"with_gemm_swizzled_scales": True})):
+        mod = find(name, **opts)
+        assert mod.CONFIGS, name
+        for bm, bn, w, regs, stages in mod.CONFIGS:
+            assert bm % mod.BLOCK_M_MULTIPLE == 0 and bn % mod.BLOCK_N_MULTIPLE == 0, (name, bm, bn)
+    assert all(c[0] == 128 for c in find("fp8_segment_m", fused_rowwise=True).CONFIGS)  # the segment's rows
+
+
+def test_committed_table_rows_name_generated_kernels():
+    from quantlay.generated import __file__ as gen_init
+    import pathlib
+    names = {p.stem for p in pathlib.Path(gen_init).parent.glob("*.py")}
+    for r in json.loads(tune.TABLE.read_text())["entries"]:
+        assert r["kernel"] in names, r["kernel"]
+        assert r["block_m"] > 0 and r["block_n"] > 0 and r["num_warps"] in (1, 2, 4, 8, 16)
