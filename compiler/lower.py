@@ -111,8 +111,6 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         tr.use(scope, f"element.{key}")
     for f in dataclasses.fields(sc):  # every field of the scale format is rendered below
         tr.use(scope, f"scale.{f.name}")
-    sub = 2.0 ** (1 - el.bias)  # the smallest normal value: |q| + sub puts subnormals in the mantissa
-    shift = 23 - el.mbits
     ctx = {
         "name": d.name,
         "B": d.block_size,
@@ -126,6 +124,28 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "C": "BLOCK_M" if oriented else "BLOCK_N",
         "axis": "cols" if d.block_axis == COLS else "rows",
         "block": f"{d.block[0]}x{d.block[1]}",
+        "element": repr(el),
+        "scale_fmt": repr(sc),
+        "scale_kind": sc.name,
+        "scale_storage": sc.storage,
+        "nan_propagate": sc.nan_in_amax == "propagate",
+        # A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
+        # and no other element can become NaN, so packed codes test NaN once per block, not per element.
+        "nan_by_block": el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255,
+        # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
+        # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
+        "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
+        **_element_ctx(el),
+        **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
+    }
+    return ctx
+
+
+def _element_ctx(el) -> Dict[str, object]:
+    """The element format's constants: the encoder's (fp32 bit patterns) and the decoder's."""
+    sub = 2.0 ** (1 - el.bias)  # the smallest normal value: |q| + sub puts subnormals in the mantissa
+    shift = 23 - el.mbits
+    return {
         "ties": el.ties,
         "el_name": el.name,
         "bits": el.bits,
@@ -135,8 +155,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "norm_bits": f"0x{(127 - el.bias) << 23:08X}",
         "shift": shift,
         # ties-to-even rounding by one fp32 add (see _encode): the binade of |q| (at least the format's
-        # smallest normal one) picks a magic 2^(23 - mbits + E) whose ulp is the format's step there
-        "magic_min": f"0x{f32_bits(sub):08X}",
+        # smallest normal one, sub) picks a magic 2^(23 - mbits + E) whose ulp is the format's step there
         "magic_shift": f"0x{(23 - el.mbits) << 23:08X}",
         "magic_base": f"0x{f32_bits(sub) + ((23 - el.mbits) << 23):08X}",
         "max_value": _py_float(el.max_value),
@@ -150,28 +169,15 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "exp_rebias": 127 - el.bias,
         "sub_unit": _py_float(2.0 ** (1 - el.bias - el.mbits)),
         "decode_table": [repr(v) for v in el.grid()] if el.bits == 4 else None,
-        # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
-        # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
-        "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
         "sub_scale": _py_float(2.0 ** (el.bias - 1 + el.mbits)),
         "zero_sign": el.zero_sign,
         "nan_code": el.nan,
+        "nan_byte": el.nan | (el.nan << 4),
         "hw_dtype": el.hw_convert,
         "hw_nan_select": el.hw_nan_select,
         "max_code": el.max_code,
-        "element": repr(el),
-        "scale_fmt": repr(sc),
-        "scale_kind": sc.name,
-        "scale_storage": sc.storage,
-        "nan_propagate": sc.nan_in_amax == "propagate",
-        # A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
-        # and no other element can become NaN, so packed codes test NaN once per block, not per element.
-        "nan_by_block": el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255,
-        "nan_byte": el.nan | (el.nan << 4),
         "P": el.max_pow2,
-        **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }
-    return ctx
 
 
 def _oriented(o: OutputIR, oriented: bool):
