@@ -13,19 +13,19 @@ import torch
 
 from quantlay import inputs
 from quantlay.generated import find
-from quantlay.spec import shipped_specs, load
+from quantlay.spec import shipped_kernels
 
 p = argparse.ArgumentParser()
 p.add_argument("kernels", nargs="+")
 p.add_argument("--shape", default="16384x8192")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
-specs = {k.name: k for s in shipped_specs() for k in load(s)}
+specs = shipped_kernels()
 x = inputs.normal(M, N, seed=0).cuda()
 for name in a.kernels:
     k = specs[name]
     mod = find(name, **dict.fromkeys(k.options, True))
-    args = (torch.full((8,), M // 8, dtype=torch.int64, device="cuda"),) if k.groups else ()
+    args = (inputs.equal_groups(M, "cuda"),) if k.groups else ()
     for _ in range(2):
         mod.quantize(x, *args)
     torch.cuda.synchronize()

@@ -31,8 +31,8 @@ p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=F
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 p.add_argument("--stages", type=int, default=0, help="0: one tile per program; n: persistent, n-stage pipelined loads")
 a = p.parse_args()
-from quantlay.spec import SPECS_DIR, load  # noqa: E402
-kernel = next(k for f in sorted(SPECS_DIR.glob("*.ql")) for k in load(f) if k.name == a.kernel)
+from quantlay.spec import shipped_kernels  # noqa: E402
+kernel = shipped_kernels()[a.kernel]
 opts = dict.fromkeys(kernel.options, a.flags == "on")
 opts.update({kv.split("=")[0]: kv.split("=")[1] == "1" for kv in a.opt})
 mod = find(a.kernel, **opts)

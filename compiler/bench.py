@@ -126,8 +126,8 @@ def _generated_entries(spec_name: str, group: str) -> List[Entry]:
             def make(M, N, mod=mod, kernel=kernel):
                 x = inputs.normal(M, N, seed=0).cuda()
                 args = ()
-                if kernel.groups:  # 8 equal groups
-                    args = (torch.full((8,), M // 8, dtype=torch.int64, device="cuda"),)
+                if kernel.groups:
+                    args = (inputs.equal_groups(M, "cuda"),)
                 res = mod.quantize(x, *args)
                 moved = x.numel() * x.element_size() + sum(t.tensor.numel() * t.tensor.element_size()
                                                             for t in res.values())
@@ -165,16 +165,12 @@ def torchao_entries() -> List[Entry]:
     return out
 
 
-def _variant(spec_name: str, kernel: str, **opts):
-    return next(k for k in specmod.load(specmod.SPECS_DIR / spec_name) if k.name == kernel).variant(**opts)
-
-
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
     "mxfp4": mxfp4_entries,
     "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8") + reference_entries(
-        _variant("mxfp8.ql", "mxfp8_nvte", with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
+        specmod.shipped_kernels()["mxfp8_nvte"].variant(with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
     "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries() + reference_entries(
-        _variant("fp8_blockwise.ql", "fp8_1x128_rocm_te"), "fp8_1x128_rocm_te", "fp8"),
+        specmod.shipped_kernels()["fp8_1x128_rocm_te"].variant(), "fp8_1x128_rocm_te", "fp8"),
 }
 
 

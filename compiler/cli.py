@@ -125,7 +125,7 @@ def _cmd_tune(args) -> int:
         return 2
     from . import spec as specmod
     from .tune import tune
-    kernels = {k.name: k for p in specmod.shipped_specs() for k in specmod.load(p)}  # load each spec once
+    kernels = specmod.shipped_kernels()
     names = sorted(kernels) if args.kernel == "all" else args.kernel.split(",")
     unknown = [n for n in names if n not in kernels]
     if unknown:

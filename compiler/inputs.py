@@ -96,6 +96,11 @@ def nans(M, N, dtype=torch.bfloat16, seed=0):
     return _signed_nans(normal(M, N, dtype=dtype, seed=seed), block & (u < 0.05), u < 0.025)
 
 
+def equal_groups(M: int, device, G: int = 8) -> torch.Tensor:
+    """Group lengths for timing a grouped kernel: G equal groups of M // G rows (int64, on `device`)."""
+    return torch.full((G,), M // G, dtype=torch.int64, device=device)
+
+
 CLASSES: Dict[str, Callable[..., torch.Tensor]] = {"normal": normal, "ties": ties, "specials": specials}
 # compare reports each special class on its own, so a difference is attributed to its cause
 COMPARE_CLASSES: Dict[str, Callable[..., torch.Tensor]] = {

@@ -160,7 +160,7 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
 
 
 def persistent_programs(x: torch.Tensor) -> int:
-    """Programs of a persistent grid: two per multiprocessor (one where there is no GPU)."""
+    """Programs of a persistent grid: two per multiprocessor (four in the interpreter, to run several rounds)."""
     if not compiled_for_gpu(x):
         return 4
     return 2 * torch.cuda.get_device_properties(x.device).multi_processor_count

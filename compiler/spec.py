@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from quantlay.dsl import ast
 from quantlay.dsl.parser import parse
@@ -52,6 +52,12 @@ def load(spec: Union[str, Path]) -> List[ir.KernelIR]:
 
 def shipped_specs() -> List[Path]:
     return sorted(SPECS_DIR.glob("*.ql"))
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_kernels() -> Dict[str, ir.KernelIR]:
+    """Every kernel of the shipped specs by name (each spec loaded once)."""
+    return {k.name: k for p in shipped_specs() for k in load(p)}
 
 
 def content_hash(text: str) -> str:

@@ -26,7 +26,7 @@ def size_bucket(numel: int) -> int:
 
 def _bucket_of(row: dict) -> int:
     m, n = (int(v) for v in row["shape"].split("x"))
-    return row.get("bucket", size_bucket(m * n))
+    return size_bucket(m * n)
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,15 +62,14 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
     from . import inputs, reference
     from . import spec as specmod
     from quantlay.generated import find
-    kernels = {k.name: k for p in specmod.shipped_specs() for k in specmod.load(p)}
+    kernels = specmod.shipped_kernels()
     gpu, tv = torch.cuda.get_device_name(), triton.__version__
     winners = []
     for (kname, opts), shape in ((v, s) for v in variants for s in shapes):
         mod = find(kname, **opts)
         variant = kernels[kname].variant(**opts)
         x = inputs.normal(*shape, seed=1).cuda()
-        # a grouped kernel runs on 8 equal groups (as in quantlay bench)
-        extra = (torch.full((8,), shape[0] // 8, dtype=torch.int64, device="cuda"),) if variant.kernel.groups else ()
+        extra = (inputs.equal_groups(shape[0], "cuda"),) if variant.kernel.groups else ()
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         best = None
@@ -86,7 +85,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                 best = (ms, cfg)
         ms, cfg = best
         winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **cfg, "shape": f"{shape[0]}x{shape[1]}",
-                        "bucket": size_bucket(shape[0] * shape[1]), "median_ms": round(ms, 4)})
+                        "median_ms": round(ms, 4)})
         print(f"best {mod.NAME} at {shape[0]}x{shape[1]}: {cfg} ({ms:.4f} ms)", flush=True)
         if write:
             _store(winners[-1])
@@ -96,7 +95,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
 def _store(winner: dict) -> None:
     """Add (or replace) one winner in the committed table: a sweep cut short keeps what it found."""
     rows = {(k, b): r for k, by_bucket in _table().items() for b, r in by_bucket.items()}
-    rows[((winner["kernel"], winner["gpu"], winner["triton"]), winner["bucket"])] = winner
+    rows[((winner["kernel"], winner["gpu"], winner["triton"]), _bucket_of(winner))] = winner
     out = sorted(rows.values(), key=lambda r: (r["kernel"], r["gpu"], r["triton"], _bucket_of(r)))
     TABLE.write_text(json.dumps({"entries": out}, indent=2, sort_keys=True) + "\n")
     _table.cache_clear()

@@ -9,7 +9,7 @@ import triton.language as tl
 
 from quantlay.generated import find
 from quantlay.lower import lower
-from quantlay.spec import SPECS_DIR, load
+from quantlay.spec import shipped_kernels
 
 from conftest import DEVICE
 
@@ -41,7 +41,7 @@ def _inputs(grid, fp32_precision):
 
 @pytest.mark.parametrize("name,opts,direction", CASES, ids=[c[0] for c in CASES])
 def test_encoder_matches_reference_everywhere(name, opts, direction):
-    kernel = next(k for s in SPECS_DIR.glob("*.ql") for k in load(s) if k.name == name)
+    kernel = shipped_kernels()[name]
     mod = find(name, **dict.fromkeys(kernel.options, False), **opts)
     variant = kernel.variant(**dict.fromkeys(kernel.options, False))
     d = variant.direction(direction)
@@ -73,7 +73,7 @@ def _run_codes(q_ptr, one_ptr, out_ptr, n, CODES: tl.constexpr, BLOCK: tl.conste
 def test_hardware_convert_matches_reference_everywhere(name, direction):
     """cvt.rn.satfinite after the multiply: the same codes as the reference, NaN (any sign, any payload)
     included, which is why the kernels need no NaN select after it."""
-    kernel = next(k for s in SPECS_DIR.glob("*.ql") for k in load(s) if k.name == name)
+    kernel = shipped_kernels()[name]
     variant = kernel.variant(**dict.fromkeys(kernel.options, False))
     mod = find(name, **dict.fromkeys(kernel.options, False))
     d = variant.direction(direction)

@@ -6,7 +6,7 @@ import torch
 
 from quantlay import inputs, reference
 from quantlay.generated import find
-from quantlay.spec import SPECS_DIR, load
+from quantlay.spec import shipped_kernels
 
 from conftest import DEVICE
 
@@ -17,7 +17,7 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles and
     ("mxfp8_nvte", {"with_gemm_swizzled_scales": True}, (32, 64), (100, 200)),
     ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256)),
 ]
-KERNELS = {k.name: k for s in ("mxfp4_cast_transpose.ql", "fp8_blockwise.ql", "mxfp8.ql") for k in load(SPECS_DIR / s)}
+KERNELS = shipped_kernels()
 
 
 def check(name, opts, tile, shape, stages, seed, maxnreg=None):
