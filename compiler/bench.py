@@ -46,7 +46,7 @@ class Row:
     note: str = ""
 
 
-def _time(fn) -> Tuple[float, float, float]:
+def time_call(fn) -> Tuple[float, float, float]:
     """(median, p20, p80) ms of one call, replayed from a CUDA graph: the Python launcher's host time
     (tens of microseconds, more than a small kernel's) stays out, as in a captured training step.
     Callables that cannot be captured are timed by plain launches."""
@@ -189,7 +189,7 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None) -> Lis
                     continue
                 try:
                     fn, moved = entry.make(M, N)
-                    row.median_ms, row.p20_ms, row.p80_ms = _time(fn)
+                    row.median_ms, row.p20_ms, row.p80_ms = time_call(fn)
                     row.gbps = moved / (row.median_ms * 1e-3) / 1e9
                     row.pct_copy = 100 * row.gbps / copy
                 except Exception as exc:  # a peer that cannot run is reported, not fatal

@@ -5,7 +5,8 @@ blocks). The table (`compiler/tuning.json`) is keyed by kernel variant name, GPU
 and size bucket (log2 of the element count), so users never pay for tuning at run time: a generated
 launcher looks its configuration up (`lookup`, the entry of the nearest bucket tuned) and falls back to
 the template's default tile when the kernel has none. Every candidate is checked bit-exact against the
-reference before it can win.
+reference before it can win, and timed as `quantlay bench` times it (CUDA-graph replays: plain launches
+timed the Python launcher, which made the segmented kernels' sweeps noisy).
 """
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
     import torch
     import triton
     from . import inputs, reference
+    from .bench import time_call
     from . import spec as specmod
     from quantlay.generated import find
     kernels = specmod.shipped_kernels()
@@ -78,7 +80,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             res = mod.quantize(x, *extra, **cfg)
             if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
                 raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
-            ms = triton.testing.do_bench(lambda: mod.quantize(x, *extra, **cfg), warmup=10, rep=60)
+            ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
             print(f"{mod.NAME} {shape[0]}x{shape[1]} {bm}x{bn} w{w} maxnreg {regs} stages {stages}: "
                   f"{ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
             if best is None or ms < best[0]:

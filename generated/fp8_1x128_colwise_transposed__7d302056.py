@@ -32,14 +32,14 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 2  # what the blocks and tiled layouts
 CONFIGS = [
     (128, 128, 8, None, 0),
     (128, 128, 16, None, 0),
+    (128, 16, 1, None, 0),
+    (128, 32, 1, None, 0),
     (128, 32, 2, None, 0),
     (128, 32, 4, None, 0),
     (128, 64, 2, None, 0),
     (128, 64, 4, None, 0),
     (128, 128, 8, 128, 0),
     (128, 128, 16, 64, 0),
-    (128, 128, 8, None, 2),
-    (128, 128, 16, None, 2),
 ]
 DTYPES = {"colwise_data": torch.uint8, "colwise_scale": torch.float32}
 LAYOUTS = {

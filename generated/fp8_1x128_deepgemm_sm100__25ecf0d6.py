@@ -40,12 +40,6 @@ CONFIGS = [
     (128, 128, 8, 128, 0),
     (128, 128, 16, 64, 0),
     (64, 128, 4, 128, 0),
-    (128, 128, 8, None, 2),
-    (128, 128, 16, None, 2),
-    (64, 128, 4, None, 2),
-    (64, 128, 8, None, 2),
-    (32, 128, 2, None, 2),
-    (32, 128, 4, None, 2),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.uint8}
 LAYOUTS = {

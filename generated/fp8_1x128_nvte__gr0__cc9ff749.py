@@ -37,8 +37,6 @@ CONFIGS = [
     (128, 128, 16, None, 0),
     (128, 128, 8, 128, 0),
     (128, 128, 16, 64, 0),
-    (128, 128, 8, None, 2),
-    (128, 128, 16, None, 2),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.float32, "colwise_data": torch.uint8, "colwise_scale": torch.float32}
 LAYOUTS = {

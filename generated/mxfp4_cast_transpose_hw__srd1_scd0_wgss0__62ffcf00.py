@@ -33,6 +33,7 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 64  # what the blocks and tiled layouts
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, stages): the template's candidates
 # that hold whole blocks and layout units
 CONFIGS = [
+    (32, 64, 1, None, 0),
     (32, 64, 2, None, 0),
     (32, 64, 4, None, 0),
     (32, 128, 2, None, 0),
@@ -50,14 +51,6 @@ CONFIGS = [
     (128, 128, 16, 64, 0),
     (64, 128, 4, 128, 0),
     (64, 64, 2, 128, 0),
-    (128, 128, 8, None, 2),
-    (128, 128, 16, None, 2),
-    (64, 128, 4, None, 2),
-    (64, 128, 8, None, 2),
-    (64, 64, 2, None, 2),
-    (64, 64, 4, None, 2),
-    (32, 128, 2, None, 2),
-    (32, 128, 4, None, 2),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.uint8, "colwise_data": torch.uint8, "colwise_scale": torch.uint8}
 LAYOUTS = {

@@ -45,12 +45,6 @@ CONFIGS = [
     (128, 128, 16, 64, 0),
     (64, 128, 4, 128, 0),
     (64, 64, 2, 128, 0),
-    (128, 128, 8, None, 2),
-    (128, 128, 16, None, 2),
-    (64, 128, 4, None, 2),
-    (64, 128, 8, None, 2),
-    (64, 64, 2, None, 2),
-    (64, 64, 4, None, 2),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.uint8, "colwise_data": torch.uint8, "colwise_scale": torch.uint8}
 LAYOUTS = {

@@ -1,6 +1,6 @@
 """Launch configurations the tuner may pick change speed, never bytes: the persistent grid (stages >= 1:
 programs stride over the tiles, loads pipelined) and tiles narrower than a block's length across the
-block axis, on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
+block axis, one-warp programs, on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
 
@@ -20,7 +20,7 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles and
 KERNELS = shipped_kernels()
 
 
-def check(name, opts, tile, shape, stages, seed, maxnreg=None):
+def check(name, opts, tile, shape, stages, seed, maxnreg=None, num_warps=None):
     mod = find(name, **opts)
     M, N = shape
     x = inputs.specials(M, N, seed=seed).to(DEVICE)
@@ -28,7 +28,8 @@ def check(name, opts, tile, shape, stages, seed, maxnreg=None):
     args = () if groups is None else (groups,)
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
-    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], stages=stages, maxnreg=maxnreg)
+    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], stages=stages, maxnreg=maxnreg,
+                       num_warps=num_warps)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, tile, stages, k)
@@ -49,3 +50,15 @@ NARROW = [  # single-direction kernels on tiles narrower than a block's length a
 @pytest.mark.parametrize("stages", [0, 2])
 def test_narrow_tiles_match_reference(name, opts, tile, shape, stages):
     check(name, opts, tile, shape, stages, seed=6)
+
+
+ONE_WARP = [  # one-warp programs: every block reduced inside the warp (compiled: shuffles, no shared memory)
+    ("fp8_1x128_colwise_transposed", {}, (128, 16), (300, 200)),
+    ("mxfp8_nvte", {"with_gemm_swizzled_scales": True}, (32, 64), (100, 200)),
+    ("mxfp4_cast_transpose_hw", {}, (32, 64), (96, 160)),
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape", ONE_WARP, ids=[c[0] for c in ONE_WARP])
+def test_one_warp_tiles_match_reference(name, opts, tile, shape):
+    check(name, opts, tile, shape, stages=0, seed=7, num_warps=1)
