@@ -25,7 +25,7 @@ from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
 
 NAME = "fp8_1x128_deepgemm_ue8m0__debba7e5"
 OPTIONS = {}
-BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
+BLOCK_M, BLOCK_N, NUM_WARPS = 32, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 2, 128  # what the blocks and tiled layouts need
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, stages): the template's candidates
 # that hold whole blocks and layout units
