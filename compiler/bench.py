@@ -68,7 +68,7 @@ def copy_gbps(nbytes: int = 2 << 30) -> float:
     import triton
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
     dst = torch.empty_like(src)
-    med = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, quantiles=[0.5])[0]
+    med = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
     return 2 * nbytes / (med * 1e-3) / 1e9
 
 
