@@ -1,9 +1,13 @@
 """Run every generated kernel (quantize and each direction's dequantize consumer) once at a small ragged shape.
 
 Meant to run under `compute-sanitizer --tool memcheck`: any out-of-bounds access is reported there.
+MEMCHECK_KERNELS (comma-separated kernel names) limits the run to those kernels; each module is printed
+as it finishes, so a run cut short still says what it covered. The launch configuration is the tuned one
+(the nearest size bucket), so the one-warp and narrow tiles run here too.
 """
 import inspect
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -12,9 +16,10 @@ from quantlay import inputs
 import quantlay.generated as gen
 
 manifest = json.loads((Path(gen.__file__).parent / "MANIFEST.json").read_text())
+only = set(filter(None, os.environ.get("MEMCHECK_KERNELS", "").split(",")))
 count = 0
 for e in manifest["files"]:
-    if "kernel" not in e:
+    if "kernel" not in e or (only and e["kernel"] not in only):
         continue
     mod = gen.find(e["kernel"], **e["options"])
     M = 192 if e["options"].get("shuffle_columnwise_data") else (144 if e["options"].get("shuffle_rowwise_data") else 98)
@@ -26,4 +31,5 @@ for e in manifest["files"]:
         mod.dequantize(res, d)
     torch.cuda.synchronize()
     count += 1
+    print(f"memcheck: ran {mod.NAME} at {M}x{N}", flush=True)
 print(f"memcheck: ran {count} generated modules (quantize + every dequantize)")
