@@ -29,7 +29,6 @@ p.add_argument("--warps", type=int, default=4)
 p.add_argument("--dump", action="store_true")
 p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=False) path")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
-p.add_argument("--stages", type=int, default=0, help="0: one tile per program; n: persistent, n-stage pipelined loads")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
 kernel = shipped_kernels()[a.kernel]
@@ -39,7 +38,7 @@ mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
-                             "HW_CVT": True, "STAGES": a.stages}.items() if k in fn.arg_names}
+                             "HW_CVT": True}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

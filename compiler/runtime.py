@@ -159,13 +159,6 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
     return bufs
 
 
-def persistent_programs(x: torch.Tensor) -> int:
-    """Programs of a persistent grid: two per multiprocessor (four in the interpreter, to run several rounds)."""
-    if not compiled_for_gpu(x):
-        return 4
-    return 2 * torch.cuda.get_device_properties(x.device).multi_processor_count
-
-
 def compiled_for_gpu(x: torch.Tensor) -> bool:
     """True when kernels are compiled for x's GPU rather than run by Triton's interpreter."""
     return x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")

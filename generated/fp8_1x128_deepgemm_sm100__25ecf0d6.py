@@ -27,19 +27,19 @@ NAME = "fp8_1x128_deepgemm_sm100__25ecf0d6"
 OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 2, 128  # what the blocks and tiled layouts need
-# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, stages): the template's candidates
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg): the template's candidates
 # that hold whole blocks and layout units
 CONFIGS = [
-    (32, 128, 2, None, 0),
-    (32, 128, 4, None, 0),
-    (32, 128, 8, None, 0),
-    (64, 128, 4, None, 0),
-    (64, 128, 8, None, 0),
-    (128, 128, 8, None, 0),
-    (128, 128, 16, None, 0),
-    (128, 128, 8, 128, 0),
-    (128, 128, 16, 64, 0),
-    (64, 128, 4, 128, 0),
+    (32, 128, 2, None),
+    (32, 128, 4, None),
+    (32, 128, 8, None),
+    (64, 128, 4, None),
+    (64, 128, 8, None),
+    (128, 128, 8, None),
+    (128, 128, 16, None),
+    (128, 128, 8, 128),
+    (128, 128, 16, 64),
+    (64, 128, 4, 128),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.uint8}
 LAYOUTS = {
@@ -96,38 +96,16 @@ def _codes_rowwise(q, HW: tl.constexpr):
     return code
 
 @triton.jit
-def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, tiles_m, tiles, iters,
+def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr, STAGES: tl.constexpr):
-    """Quantize [M, N] tile by tile (tiles in column-major order: tile t is (t % tiles_m, t // tiles_m)).
-
-    STAGES 0: one tile per program (a 2-D grid). STAGES >= 1: a persistent grid strides over the tiles
-    (`iters` rounds) and Triton's pipeliner keeps the loads of the next STAGES - 1 tiles in flight during
-    the current one. In the last round a program past the end redoes the last tile: the same bytes.
-    """
-    if STAGES == 0:
-        _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, tl.program_id(0), tl.program_id(1), BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
-    elif HW_CVT:  # compiled for a GPU
-        for i in tl.range(0, iters, num_stages=STAGES):
-            t = tl.minimum(tl.program_id(0) + i * tl.num_programs(0), tiles - 1)
-            _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, t % tiles_m, t // tiles_m, BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
-    else:  # the interpreter, whose range() cannot take a run-time bound: the same rounds, unpipelined
-        i = 0
-        while i < iters:
-            t = tl.minimum(tl.program_id(0) + i * tl.num_programs(0), tiles - 1)
-            _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, t % tiles_m, t // tiles_m, BLOCK_M, BLOCK_N, IDX64, EVEN, HW_CVT)
-            i += 1
-
-
-@triton.jit
-def _quantize_tile(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, pid_m, pid_n,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                   HW_CVT: tl.constexpr):
-    """One BLOCK_M x BLOCK_N input tile, read once; every direction quantized from registers.
+                     HW_CVT: tl.constexpr):
+    """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for a GPU (not the interpreter): 8-bit codes may use the hardware convert.
     """
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -202,13 +180,12 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, stages=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
-    register cap) and stages (0: one tile per program; n >= 1: a persistent grid with n - 1 tiles'
-    loads in flight) override the tuned configuration; they change speed only, never the result.
+    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
+    register cap) override the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -220,23 +197,19 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
     maxnreg = maxnreg or (tuned[3] if tuned else None)
-    stages = (tuned[4] if tuned else 0) if stages is None else stages
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 2x128 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 3) // 4) * 4)) * 1)
     cols = max(N, (N) * 1, ((((((N + 127) // 128) + 3) // 4) * 4)) * 128)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    tiles_m = triton.cdiv(rows, block_m)
-    tiles = tiles_m * triton.cdiv(cols, block_n)
-    grid = (tiles_m, triton.cdiv(cols, block_n)) if not stages else (min(tiles, runtime.persistent_programs(x2)),)
-    iters = triton.cdiv(tiles, grid[0]) if stages else 1
+    grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
     if maxnreg:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
-                           tiles_m, tiles, iters, BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), STAGES=stages, **kwargs)
+                           BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
+                           HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result
