@@ -28,6 +28,7 @@ p.add_argument("--bn", type=int, default=64)
 p.add_argument("--warps", type=int, default=4)
 p.add_argument("--dump", action="store_true")
 p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=False) path")
+p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math in place, not on a spread")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
@@ -38,7 +39,7 @@ mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
-                             "HW_CVT": True}.items() if k in fn.arg_names}
+                             "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

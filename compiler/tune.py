@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 TABLE = Path(__file__).with_name("tuning.json")
-Config = Tuple[int, int, int, Optional[int]]  # block_m, block_n, num_warps, maxnreg
+Config = Tuple[int, int, int, Optional[int], bool]  # block_m, block_n, num_warps, maxnreg, inplace_rows
 
 
 def size_bucket(numel: int) -> int:
@@ -52,7 +52,7 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[Config]:
     if not rows:
         return None
     row = rows[min(rows, key=lambda b: (abs(b - bucket), -b))]  # ties: the larger bucket's entry
-    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"))
+    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), bool(row.get("inplace_rows")))
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
@@ -75,13 +75,13 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         best = None
-        for bm, bn, w, regs in mod.CONFIGS:
-            cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs)
+        for bm, bn, w, regs, inplace in mod.CONFIGS:
+            cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace)
             res = mod.quantize(x, *extra, **cfg)
             if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
                 raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
             ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
-            print(f"{mod.NAME} {shape[0]}x{shape[1]} {bm}x{bn} w{w} maxnreg {regs}: "
+            print(f"{mod.NAME} {shape[0]}x{shape[1]} {bm}x{bn} w{w} maxnreg {regs} inplace_rows {int(inplace)}: "
                   f"{ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
             if best is None or ms < best[0]:
                 best = (ms, cfg)

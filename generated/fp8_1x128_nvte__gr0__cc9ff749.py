@@ -30,13 +30,16 @@ NAME = "fp8_1x128_nvte__gr0__cc9ff749"
 OPTIONS = {"gemm_ready": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
-# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg): the template's candidates
-# that hold whole blocks and layout units
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows): the template's
+# candidates that hold whole blocks and layout units
 CONFIGS = [
-    (128, 128, 8, None),
-    (128, 128, 16, None),
-    (128, 128, 8, 128),
-    (128, 128, 16, 64),
+    (128, 128, 8, None, False),
+    (128, 128, 16, None, False),
+    (128, 128, 8, 128, False),
+    (128, 128, 16, 64, False),
+    (128, 128, 8, None, True),
+    (128, 128, 16, None, True),
+    (128, 128, 8, 128, True),
 ]
 DTYPES = {"rowwise_data": torch.uint8, "rowwise_scale": torch.float32, "colwise_data": torch.uint8, "colwise_scale": torch.float32}
 LAYOUTS = {
@@ -143,11 +146,12 @@ def _codes_colwise(q, HW: tl.constexpr):
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr):
+                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for a GPU (not the interpreter): 8-bit codes may use the hardware convert.
+    INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
     """
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -172,14 +176,19 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
     amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 128, 128]), axis=2)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
-    # the multiplier goes back the same way.
-    blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
-    mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
-    e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
+    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+    # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+    # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+    # with no shared memory or barrier.
+    if INPLACE_ROWS:
+        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+    else:
+        blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
+        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
+        e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
@@ -209,9 +218,9 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
     ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
     amax = tl.max(tl.reshape(ab, [BLOCK_M // 128, 128, BLOCK_N]), axis=1)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block; the scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them), and
-    # the multiplier goes back the same way.
+    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+    # shared memory, and the multiplier goes back the same way).
     blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
     mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
@@ -261,12 +270,13 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
-    element, padding included, is overwritten). block_m, block_n, num_warps and maxnreg (a per-thread
-    register cap) override the tuned configuration; they change speed only, never the result.
+    element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
+    register cap) and inplace_rows (rowwise scales computed in place, not on a spread) override the
+    tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -278,6 +288,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_n = block_n or (tuned[1] if tuned else BLOCK_N)
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
     maxnreg = maxnreg or (tuned[3] if tuned else None)
+    inplace_rows = bool(tuned[4] if tuned else False) if inplace_rows is None else bool(inplace_rows)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, (M) * 1, (((M + 127) // 128)) * 128)
@@ -290,7 +301,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
         kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), **kwargs)
+                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

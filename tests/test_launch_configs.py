@@ -1,5 +1,6 @@
 """Launch configurations the tuner may pick change speed, never bytes: a register cap, tiles narrower
-than a block's length across the block axis and one-warp programs, on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
+than a block's length across the block axis, one-warp programs and rowwise scales computed in place,
+on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles
 KERNELS = shipped_kernels()
 
 
-def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None):
+def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None):
     mod = find(name, **opts)
     M, N = shape
     x = inputs.specials(M, N, seed=seed).to(DEVICE)
@@ -28,7 +29,7 @@ def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None):
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
     res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], maxnreg=maxnreg,
-                       num_warps=num_warps)
+                       num_warps=num_warps, inplace_rows=inplace_rows)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, tile, k)
@@ -60,3 +61,16 @@ ONE_WARP = [  # one-warp programs: every block reduced inside the warp (compiled
 @pytest.mark.parametrize("name,opts,tile,shape", ONE_WARP, ids=[c[0] for c in ONE_WARP])
 def test_one_warp_tiles_match_reference(name, opts, tile, shape):
     check(name, opts, tile, shape, seed=7, num_warps=1)
+
+
+INPLACE = CASES + [  # rowwise scale math in place: E8M0 (FP4 packed, MXFP8) and fp32 rules, segments
+    ("fp8_1x128_deepgemm", {}, (32, 128), (100, 300)),
+    ("fp8_1x128_deepgemm_ue8m0", {}, (32, 128), (70, 260)),
+    ("fp8_128x128_nvte", {}, (128, 128), (260, 300)),
+    ("mxfp4_cast_transpose_te", {}, (32, 64), (96, 160)),
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape", INPLACE, ids=[c[0] for c in INPLACE])
+def test_inplace_row_scales_match_reference(name, opts, tile, shape):
+    check(name, opts, tile, shape, seed=8, inplace_rows=True)

@@ -22,7 +22,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     tune.lookup.cache_clear()
     try:
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
-        assert tune.lookup("k", 24) == (32, 64, 4, None)
+        assert tune.lookup("k", 24) == (32, 64, 4, None, False)
         assert tune.lookup("k", 20)[0] == 32            # below every bucket: the smallest
         assert tune.lookup("k", 26)[0] == 128           # nearer 27 than 24
         assert tune.lookup("k", 30)[0] == 128
@@ -37,7 +37,7 @@ def test_candidates_hold_whole_blocks():
                        ("fp8_segment_m", {"fused_rowwise": True}), ("mxfp8_nvte", {"with_gemm_swizzled_scales": True})):
         mod = find(name, **opts)
         assert mod.CONFIGS, name
-        for bm, bn, w, regs in mod.CONFIGS:
+        for bm, bn, w, regs, inplace in mod.CONFIGS:
             assert bm % mod.BLOCK_M_MULTIPLE == 0 and bn % mod.BLOCK_N_MULTIPLE == 0, (name, bm, bn)
     assert all(c[0] == 128 for c in find("fp8_segment_m", fused_rowwise=True).CONFIGS)  # the segment's rows
 
