@@ -14,7 +14,8 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
-    table.write_text(json.dumps({"entries": [row("4096x4096", 32), row("16384x8192", 128)]}))
+    big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True)
+    table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
@@ -25,7 +26,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         assert tune.lookup("k", 24) == (32, 64, 4, None, False)
         assert tune.lookup("k", 20)[0] == 32            # below every bucket: the smallest
         assert tune.lookup("k", 26)[0] == 128           # nearer 27 than 24
-        assert tune.lookup("k", 30)[0] == 128
+        assert tune.lookup("k", 30) == (128, 64, 4, 128, True)  # the register cap and in-place rows ride along
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
