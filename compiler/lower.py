@@ -117,6 +117,8 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "oriented": oriented,
         # blocks along the rows of an untransposed tile: reduce over axis 1 of [R / B, B, C]
         "row_blocks": not oriented and d.block_axis == ROWS and not d.block2d,
+        # the rowwise direction's scale math may run in place (the INPLACE_ROWS launch option)
+        "inplace_option": d.name == "rowwise",
         "bh": d.block[0], "bw": d.block[1],
         "block2d": d.block2d,
         "segmented": d.segmented,
@@ -359,6 +361,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "outputs": outputs,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
+        "has_inplace_option": any(c["inplace_option"] for c in directions),
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),

@@ -197,7 +197,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
         e_rowwise = _e8m0_rowwise(amax)
-        mult = tl.reshape(tl.gather(_multiplier_rowwise(e_rowwise), blk, 0), [BLOCK_M, BLOCK_N // 32])
+        mult = _multiplier_rowwise(e_rowwise)
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
     q_even, q_odd = tl.split(q)
@@ -238,7 +239,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
     amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
     e_colwise = _e8m0_colwise(amax)
-    mult = tl.reshape(tl.gather(_multiplier_colwise(e_colwise), blk, 0), [BLOCK_N, BLOCK_M // 32])
+    mult = _multiplier_colwise(e_colwise)
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
     e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
     q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
     q_even, q_odd = tl.split(q)

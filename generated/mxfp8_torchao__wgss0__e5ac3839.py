@@ -224,7 +224,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
         e_rowwise = _e8m0_rowwise(amax)
-        mult = tl.reshape(tl.gather(_multiplier_rowwise(e_rowwise), blk, 0), [BLOCK_M, BLOCK_N // 32])
+        mult = _multiplier_rowwise(e_rowwise)
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
@@ -261,7 +262,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
     e_colwise = _e8m0_colwise(amax)
-    mult = tl.reshape(tl.gather(_multiplier_colwise(e_colwise), blk, 0), [BLOCK_M // 32, BLOCK_N])
+    mult = _multiplier_colwise(e_colwise)
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
     e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
     q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * mult[:, None, :]
     packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
