@@ -23,6 +23,13 @@ def f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
+def bf16_bits(x: float) -> int:
+    """The bf16 pattern of a value that bf16 holds exactly (the top half of its fp32 pattern)."""
+    b = f32_bits(x)
+    assert b & 0xFFFF == 0, f"{x!r} is not a bf16 value"
+    return b >> 16
+
+
 def f32(x: float) -> float:
     """Round a Python float to the nearest fp32 value."""
     return struct.unpack("<f", struct.pack("<f", x))[0]
@@ -57,6 +64,13 @@ class Minifloat:
         if self.HW_DTYPE and self.ties == "even" and self.zero_sign == "sign_bit":
             return self.HW_DTYPE
         return None
+
+    @property
+    def bf16x2_rules(self) -> bool:
+        """Whether the bf16x2 PTX encoder (4-bit codes, two byte-pairs per register) implements these
+        rules: ties to even (the bf16 add's own rounding), a sign for every q < 0 (negative_only) and
+        NaN written as code 0 (a NaN block's constants zero every code of the block)."""
+        return self.bits == 4 and self.ties == "even" and self.zero_sign == "negative_only" and self.nan == 0
 
     @property
     def hw_nan_select(self) -> bool:

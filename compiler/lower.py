@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 from quantlay.errors import SpecError
 
 from .expr import Bin, Const, Expr, Var
-from .formats import f32_bits
+from .formats import bf16_bits, f32_bits
 from .ir import DirectionIR, OutputIR, Setting, VariantIR
 from . import tiles
 from .layout import COLS, ROWS, Chain
@@ -103,6 +103,12 @@ def transposed_tile(d: DirectionIR, data: OutputIR) -> bool:
     return d.block_axis == ROWS and data.pack_axis is not None
 
 
+def nan_by_block(el, sc) -> bool:
+    """A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
+    and no other element can become NaN, so packed codes test NaN once per block, not per element."""
+    return el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255
+
+
 def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: bool = False) -> Dict[str, object]:
     scope = d.name
     tr.offer(scope, d.settings)
@@ -131,12 +137,13 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "scale_kind": sc.name,
         "scale_storage": sc.storage,
         "nan_propagate": sc.nan_in_amax == "propagate",
-        # A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
-        # and no other element can become NaN, so packed codes test NaN once per block, not per element.
-        "nan_by_block": el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255,
+        "nan_by_block": nan_by_block(el, sc),
         # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
         # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
         "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
+        # Compiled kernels encode bf16 input in bf16x2 PTX: x times a power of two is exact in bf16, and
+        # the E8M0 multiplier is one. NaN blocks need the per-block NaN rule (their constants zero them).
+        "bf16x2": dtype == "bf16" and el.bf16x2_rules and nan_by_block(el, sc),
         **_element_ctx(el),
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }
@@ -176,6 +183,16 @@ def _element_ctx(el) -> Dict[str, object]:
         "nan_code": el.nan,
         "nan_byte": el.nan | (el.nan << 4),
         "hw_dtype": el.hw_convert,
+        # the bf16x2 encoder's constants (bf16 patterns): saturation, the smallest normal value, the magic
+        # M's exponent offset (its ulp is the format's step), and the scale that turns a rounded value
+        # into its code: 2^(bias - 127) maps the format's smallest normal onto bf16's, so the bf16
+        # exponent and top mantissa bits of the product are the code, at bit `bf_shift`.
+        "bf_max": f"0x{bf16_bits(el.max_value):04X}",
+        "bf_min_normal": f"0x{bf16_bits(sub):04X}",
+        "bf_magic": f"0x{(7 - el.mbits) << 7:04X}",
+        "bf_code_scale": f"0x{bf16_bits(2.0 ** (el.bias - 127)):04X}",
+        "bf_shift": 7 - el.mbits,
+        "bf_code_exp": el.bias - 127,
         "hw_nan_select": el.hw_nan_select,
         "max_code": el.max_code,
         "P": el.max_pow2,

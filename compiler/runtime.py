@@ -160,8 +160,11 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
 
 
 def compiled_for_gpu(x: torch.Tensor) -> bool:
-    """True when kernels are compiled for x's GPU rather than run by Triton's interpreter."""
-    return x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    """True when kernels are compiled for x's GPU rather than run by Triton's interpreter, and the GPU runs
+    the sm_90 instructions the kernels' fast encoders use (the 8-bit convert, bf16x2 arithmetic);
+    otherwise they use their portable encoders (same codes)."""
+    return (x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+            and torch.cuda.get_device_capability(x.device) >= (9, 0))
 
 
 def needs_int64(*numels: int) -> bool:

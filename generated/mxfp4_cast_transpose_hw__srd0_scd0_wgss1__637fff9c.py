@@ -115,6 +115,107 @@ def _encode_rowwise(q):
     return code  # NaN blocks are set after packing (one test per block)
 
 
+# rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+_BF16X2_ROWWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+mov.b32 k0, 0;
+mul.rn.bf16x2 q, $1, $5;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $1, $7;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $2, $6;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $2, $8;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $3, $5;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $3, $7;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $4, $6;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $4, $8;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_consts_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
+    multiplier, the sign-test multiplier min(mult * 2^16, 2^127), and the keep mask (0 in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
+    nan = mult != mult
+    ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
+    keep = tl.where(nan, 0, -1).to(tl.int16)
+    return me.to(tl.bfloat16, bitcast=True), ms.to(tl.bfloat16, bitcast=True), keep
+
+
+@triton.jit
+def _bf16x2_rowwise(lo, hi, mult):
+    """rowwise: bf16 element pairs (lo, hi; a block's multiplier `mult` broadcast) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): z = x * (mult * 2^16) in bf16 underflows at the
+    same inputs (bf16's smallest subnormal is 2^16 times fp32's), and z + 0 turns -0 into +0. mult * 2^16
+    is capped at 2^127, where no nonzero bf16 x underflows either way. A NaN block (mult NaN) gets a zero
+    keep mask and sign-test multiplier: every byte 0, the NaN code (canonical NaNs are positive).
+    """
+    me, ms, keep = _bf16x2_consts_rowwise(mult)
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 10, [lo, hi, me, ms, keep],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
 @triton.jit
 def _e8m0_colwise(ab):
     """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
@@ -157,6 +258,107 @@ def _encode_colwise(q):
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
 
+
+# colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+_BF16X2_COLWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+mov.b32 k0, 0;
+mul.rn.bf16x2 q, $1, $5;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $1, $7;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $2, $6;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $2, $8;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $3, $5;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $3, $7;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $4, $6;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+mul.rn.bf16x2 z, $4, $8;
+add.rn.bf16x2 z, z, k0;
+shr.u32 z, z, 6;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_consts_colwise(mult):
+    """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
+    multiplier, the sign-test multiplier min(mult * 2^16, 2^127), and the keep mask (0 in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
+    nan = mult != mult
+    ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
+    keep = tl.where(nan, 0, -1).to(tl.int16)
+    return me.to(tl.bfloat16, bitcast=True), ms.to(tl.bfloat16, bitcast=True), keep
+
+
+@triton.jit
+def _bf16x2_colwise(lo, hi, mult):
+    """colwise: bf16 element pairs (lo, hi; a block's multiplier `mult` broadcast) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): z = x * (mult * 2^16) in bf16 underflows at the
+    same inputs (bf16's smallest subnormal is 2^16 times fp32's), and z + 0 turns -0 into +0. mult * 2^16
+    is capped at 2^127, where no nonzero bf16 x underflows either way. A NaN block (mult NaN) gets a zero
+    keep mask and sign-test multiplier: every byte 0, the NaN code (canonical NaNs are positive).
+    """
+    me, ms, keep = _bf16x2_consts_colwise(mult)
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 10, [lo, hi, me, ms, keep],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
@@ -164,7 +366,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
-    HW_CVT: compiled for a GPU (not the interpreter): 8-bit codes may use the hardware convert.
+    HW_CVT: compiled for an sm_90 GPU (not the interpreter): 8-bit codes may use the hardware convert,
+    and 4-bit codes of bf16 input the bf16x2 PTX encoder.
     INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
     """
     pid_m = tl.program_id(0)
@@ -205,11 +408,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         mult = _multiplier_rowwise(e_rowwise)
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
-    # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-    packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
+    if HW_CVT:  # compiled: bf16x2 PTX on the bf16 input (NaN blocks zeroed by their constants)
+        lo, hi = tl.split(tl.reshape(xt.to(tl.bfloat16, bitcast=True), [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
+        packed = tl.reshape(_bf16x2_rowwise(lo, hi, mult[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+    else:
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
+        q_even, q_odd = tl.split(q)
+        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+        packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
@@ -247,11 +454,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     mult = _multiplier_colwise(e_colwise)
     mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
     e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
-    # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-    packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_N, BLOCK_M // 32, 32 // 2])), [BLOCK_N, BLOCK_M // 2])
+    if HW_CVT:  # compiled: bf16x2 PTX on the bf16 input (NaN blocks zeroed by their constants)
+        lo, hi = tl.split(tl.reshape(xt.to(tl.bfloat16, bitcast=True), [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]))
+        packed = tl.reshape(_bf16x2_colwise(lo, hi, mult[:, :, None]), [BLOCK_N, BLOCK_M // 2])
+    else:
+        q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
+        q_even, q_odd = tl.split(q)
+        packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
+        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+        packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_N, BLOCK_M // 32, 32 // 2])), [BLOCK_N, BLOCK_M // 2])
 
     ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
     tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]

@@ -150,7 +150,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
-    HW_CVT: compiled for a GPU (not the interpreter): 8-bit codes may use the hardware convert.
+    HW_CVT: compiled for an sm_90 GPU (not the interpreter): 8-bit codes may use the hardware convert,
+    and 4-bit codes of bf16 input the bf16x2 PTX encoder.
     INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
     """
     pid_m = tl.program_id(0)

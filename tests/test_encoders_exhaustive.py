@@ -86,3 +86,113 @@ def test_hardware_convert_matches_reference_everywhere(name, direction):
     bad = out != want
     assert not bad.any(), [(hex(int(q.view(torch.int32)[i])), int(out[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+# ---- the bf16x2 PTX encoder of the MXFP4 kernels (compiled kernels only) --------------------------
+PAIR_CASES = [("mxfp4_cast_transpose_hw", "rowwise"), ("mxfp4_cast_transpose_hw", "colwise")]
+# multipliers 2^(127 - e) where the sign test changes regime: capped (e <= 15), fp32 products that can
+# underflow (e >= 144), the subnormal multiplier (254) and a NaN block (255)
+CPU_E = [0, 1, 15, 16, 17, 64, 120, 126, 127, 128, 129, 143, 144, 145, 150, 200, 250, 253, 254, 255]
+
+
+def _pair_inputs(e_values):
+    """Every bf16 pattern in the low nibble's element with a different pattern in the high one, under each
+    E8M0 byte: (lo, hi, e) int64 tensors. NaN elements are left out: they make their block's byte 255."""
+    p = torch.arange(1 << 16, dtype=torch.int64)
+    p = p[((p & 0x7FFF) <= 0x7F80)]
+    lo = p.repeat(len(e_values))
+    hi = ((p * 40503 + 12345) & 0xFFFF).repeat(len(e_values))
+    hi = torch.where((hi & 0x7FFF) > 0x7F80, hi & 0x8000, hi)
+    e = torch.tensor(e_values, dtype=torch.int64).repeat_interleave(len(p))
+    n = len(lo) // 4 * 4
+    return lo[:n], hi[:n], e[:n]
+
+
+def _pair_reference(variant, direction, lo, hi, mult):
+    el = variant.direction(direction).element
+    f = lambda h: (h.to(torch.int32) << 16).view(torch.float32)  # noqa: E731
+    want = el.encode_reference(f(lo) * mult).to(torch.int64) | (el.encode_reference(f(hi) * mult).to(torch.int64) << 4)
+    return torch.where(torch.isnan(mult), 0, want)  # a NaN block: every byte is the NaN code 0
+
+
+def _mult(mod, direction, e):
+    """The kernel's own multipliers for E8M0 bytes e (its _multiplier function, run by the interpreter
+    on the CPU, compiled on CUDA)."""
+    out = torch.empty(e.shape, dtype=torch.float32, device=e.device)
+    _run_mult[(triton.cdiv(e.numel(), 4096),)](e.to(torch.int32), out, e.numel(),
+                                                MULT=getattr(mod, f"_multiplier_{direction}"), BLOCK=4096)
+    return out
+
+
+def _consts(mod, direction, mult):
+    outs = [torch.empty(mult.shape, dtype=torch.int16, device=mult.device) for _ in range(3)]
+    _run_consts[(triton.cdiv(mult.numel(), 4096),)](mult, *outs, mult.numel(),
+                                                   CONSTS=getattr(mod, f"_bf16x2_consts_{direction}"), BLOCK=4096)
+    return [o.to(torch.int64) & 0xFFFF for o in outs]
+
+
+@triton.jit
+def _run_consts(mult_ptr, me_ptr, ms_ptr, keep_ptr, n, CONSTS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    me, ms, keep = CONSTS(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
+    tl.store(me_ptr + offs, me.to(tl.int16, bitcast=True), mask=offs < n)
+    tl.store(ms_ptr + offs, ms.to(tl.int16, bitcast=True), mask=offs < n)
+    tl.store(keep_ptr + offs, keep, mask=offs < n)
+
+
+@triton.jit
+def _run_mult(e_ptr, out_ptr, n, MULT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, MULT(tl.load(e_ptr + offs, mask=offs < n, other=0)), mask=offs < n)
+
+
+@pytest.mark.parametrize("name,direction", PAIR_CASES)
+def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
+    """The generated PTX text, run by tests/ptx_model.py (the ISA's bf16 rules), on every bf16 pattern
+    under the multipliers where the encoder's regime changes. The GPU test below runs every E8M0 byte."""
+    import ptx_model
+    kernel = shipped_kernels()[name]
+    variant = kernel.variant(**dict.fromkeys(kernel.options, False))
+    mod = find(name, **dict.fromkeys(kernel.options, False))
+    asm = getattr(mod, f"_BF16X2_{direction.upper()}").value
+    lo, hi, e = _pair_inputs(CPU_E)
+    # the kernel's own multipliers and per-block constants (on CUDA compiled, else in the interpreter)
+    mult = _mult(mod, direction, e.to(DEVICE))
+    me, ms, keep = (t.cpu() for t in _consts(mod, direction, mult))
+    mult = mult.cpu()
+    g = lambda t: t.reshape(-1, 4)  # noqa: E731
+    ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *ptx_model.pack_bf16(g(me)),
+           *ptx_model.pack_bf16(g(ms)), *ptx_model.pack_bf16(g(keep))]
+    out = ptx_model.run(asm, ops)
+    got = torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
+    want = _pair_reference(variant, direction, lo, hi, mult)
+    bad = got != want
+    assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(got[i]), int(want[i]))
+                           for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+@triton.jit
+def _run_pairs(lo_ptr, hi_ptr, mult_ptr, out_ptr, n, PAIRS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    lo = tl.load(lo_ptr + offs, mask=offs < n, other=0).to(tl.bfloat16, bitcast=True)
+    hi = tl.load(hi_ptr + offs, mask=offs < n, other=0).to(tl.bfloat16, bitcast=True)
+    tl.store(out_ptr + offs, PAIRS(lo, hi, tl.load(mult_ptr + offs, mask=offs < n, other=1.0)), mask=offs < n)
+
+
+@pytest.mark.gpu  # inline PTX runs compiled only
+@pytest.mark.parametrize("name,direction", PAIR_CASES)
+def test_bf16x2_asm_matches_reference_everywhere(name, direction):
+    """The kernel's own _bf16x2 function on the GPU: every bf16 pattern under every E8M0 byte."""
+    kernel = shipped_kernels()[name]
+    variant = kernel.variant(**dict.fromkeys(kernel.options, False))
+    mod = find(name, **dict.fromkeys(kernel.options, False))
+    lo, hi, e = (t.cuda() for t in _pair_inputs(list(range(256))))
+    mult = _mult(mod, direction, e)
+    out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
+    BLOCK = 4096
+    _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
+                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"), BLOCK=BLOCK)
+    want = _pair_reference(variant, direction, lo, hi, mult)
+    bad = out.to(torch.int64) != want
+    assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(out[i]), int(want[i]))
+                           for i in bad.nonzero().flatten()[:5].tolist()]

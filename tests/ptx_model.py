@@ -1,0 +1,109 @@
+"""A small model of the PTX instructions the generated bf16x2 encoders use, to run their asm on the CPU.
+
+Triton's interpreter cannot run inline PTX, so CPU tests execute the generated asm text with this model
+instead: bf16 arithmetic is exact in float64 and rounded to bf16 (nearest, ties to even, subnormals
+kept, NaN results canonical 0x7FFF); min/max return the non-NaN operand. These are the PTX ISA's rules
+for sm_90 bf16x2 arithmetic; the GPU test of the same encoders checks that the hardware agrees.
+"""
+import re
+
+import torch
+
+BF16_MAX = 3.3895313892515355e38
+
+
+def _val(h: torch.Tensor) -> torch.Tensor:
+    """16-bit patterns (int64) -> float64 values."""
+    return (h.to(torch.int32) << 16).view(torch.float32).to(torch.float64)
+
+
+def _round(v: torch.Tensor) -> torch.Tensor:
+    """float64 -> bf16 pattern (int64): nearest, ties to even, subnormals; NaN -> 0x7FFF."""
+    a = v.abs()
+    e = torch.floor(torch.log2(torch.where(a > 0, a, torch.ones_like(a)))).clamp(min=-126)
+    quantum = torch.pow(2.0, e - 7)
+    r = torch.round(v / quantum) * quantum  # torch.round: half to even
+    r = torch.where(r.abs() > BF16_MAX, torch.copysign(torch.full_like(r, float("inf")), r), r)
+    r = torch.where(torch.isfinite(v), r, v)
+    r = torch.where(v == 0, v, r)  # keeps the sign of zero
+    bits = (r.to(torch.float32).view(torch.int32).to(torch.int64) >> 16) & 0xFFFF  # exact: r is a bf16 value
+    return torch.where(torch.isnan(v), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _halves(op, a, b):
+    out = 0
+    for sh in (0, 16):
+        out = out | (op((a >> sh) & 0xFFFF, (b >> sh) & 0xFFFF) << sh)
+    return out
+
+
+def _arith(fn):
+    return lambda x, y: _round(fn(_val(x), _val(y)))
+
+
+def _minmax(pick):
+    def op(x, y):
+        vx, vy = _val(x), _val(y)
+        r = torch.where(pick(vx, vy), x, y)
+        r = torch.where(torch.isnan(vx), y, r)
+        return torch.where(torch.isnan(vy), x, r)
+    return op
+
+
+def _lop3(a, b, c, lut):
+    out = torch.zeros_like(a)
+    for i in range(8):
+        if lut >> i & 1:
+            ta = a if i & 4 else ~a
+            tb = b if i & 2 else ~b
+            tc = c if i & 1 else ~c
+            out = out | (ta & tb & tc)
+    return out & 0xFFFFFFFF
+
+
+def _prmt(a, b, sel):
+    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    out = 0
+    for i in range(4):
+        out = out | (src[(sel >> (4 * i)) & 7] << (8 * i))
+    return out
+
+
+OPS = {
+    "mul.rn.bf16x2": lambda a, b: _halves(_arith(torch.mul), a, b),
+    "add.rn.bf16x2": lambda a, b: _halves(_arith(torch.add), a, b),
+    "sub.rn.bf16x2": lambda a, b: _halves(_arith(torch.sub), a, b),
+    "min.bf16x2": lambda a, b: _halves(_minmax(torch.lt), a, b),
+    "max.bf16x2": lambda a, b: _halves(_minmax(torch.gt), a, b),
+    "and.b32": lambda a, b: a & b,
+    "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
+    "shr.u32": lambda a, b: a >> b,
+    "mad.lo.u32": lambda a, b, c: (a * b + c) & 0xFFFFFFFF,
+    "lop3.b32": _lop3,
+    "prmt.b32": _prmt,
+}
+
+
+def run(asm: str, operands):
+    """Run an asm block; operands[0] is ignored (the output), the rest are int64 tensors of 32-bit
+    register values ($1, $2, ...). Returns $0."""
+    regs = {f"${i}": v for i, v in enumerate(operands)}
+    for line in asm.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line in "{}" or line.startswith(".reg"):
+            continue
+        m = re.match(r"([a-z0-9.]+)\s+(.*)", line)
+        op, args = m.group(1), [t.strip() for t in m.group(2).split(",")]
+        vals = [regs[t] if not re.match(r"^(0x[0-9A-Fa-f]+|\d+)$", t) else int(t, 0) for t in args[1:]]
+        if op == "mov.b32":
+            regs[args[0]] = torch.full_like(operands[1], vals[0]) if isinstance(vals[0], int) else vals[0]
+            continue
+        if op not in OPS:
+            raise NotImplementedError(f"PTX model: no {op}")
+        regs[args[0]] = OPS[op](*vals)
+    return regs["$0"]
+
+
+def pack_bf16(h: torch.Tensor) -> list:
+    """Four-element groups of 16-bit patterns [n, 4] -> two registers (elements 0|1, 2|3)."""
+    return [h[:, 0] | (h[:, 1] << 16), h[:, 2] | (h[:, 3] << 16)]
