@@ -181,12 +181,12 @@ def _bf16x2_consts_rowwise(mult):
     nan = mult != mult
     ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
     keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me.to(tl.bfloat16, bitcast=True), ms.to(tl.bfloat16, bitcast=True), keep
+    return me, ms, keep
 
 
 @triton.jit
 def _bf16x2_rowwise(lo, hi, mult):
-    """rowwise: bf16 element pairs (lo, hi; a block's multiplier `mult` broadcast) -> bytes lo | hi << 4.
+    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; the block's multiplier `mult`) -> bytes lo | hi << 4.
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
@@ -325,12 +325,12 @@ def _bf16x2_consts_colwise(mult):
     nan = mult != mult
     ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
     keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me.to(tl.bfloat16, bitcast=True), ms.to(tl.bfloat16, bitcast=True), keep
+    return me, ms, keep
 
 
 @triton.jit
 def _bf16x2_colwise(lo, hi, mult):
-    """colwise: bf16 element pairs (lo, hi; a block's multiplier `mult` broadcast) -> bytes lo | hi << 4.
+    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; the block's multiplier `mult`) -> bytes lo | hi << 4.
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
@@ -346,6 +346,12 @@ def _bf16x2_colwise(lo, hi, mult):
     me, ms, keep = _bf16x2_consts_colwise(mult)
     return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 10, [lo, hi, me, ms, keep],
                                      dtype=tl.uint8, is_pure=True, pack=4)
+
+
+@triton.jit
+def _max_u16x2(a, b):
+    """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
+    return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
 
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17,
@@ -373,14 +379,22 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:
         xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
 
+    if HW_CVT:  # the loaded registers hold bf16 pairs along N: |x| of both by one mask (bf16x2 directions)
+        xl, xh = tl.split(tl.reshape(xi, [BLOCK_M, BLOCK_N // 2, 2]))
+        ab2 = (xl.to(tl.uint16, bitcast=True).to(tl.uint32) | (xh.to(tl.uint16, bitcast=True).to(tl.uint32) << 16)).to(tl.int32, bitcast=True) & 0x7FFF7FFF
+
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-    x = xb.to(tl.float32, bitcast=True)
-    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
+    if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
+        m = tl.reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, _max_u16x2)
+        amax = tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16  # fp32 bits (NaN bits still above Inf)
+    else:
+        xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+        x = xb.to(tl.float32, bitcast=True)
+        # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
+        ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
+        amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
@@ -396,8 +410,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         mult = _multiplier_rowwise(e_rowwise)
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-    if HW_CVT:  # compiled: bf16x2 PTX on the bf16 input (NaN blocks zeroed by their constants)
-        lo, hi = tl.split(tl.reshape(xt.to(tl.bfloat16, bitcast=True), [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
+    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
+        lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
         packed = tl.reshape(_bf16x2_rowwise(lo, hi, mult[:, :, None]), [BLOCK_M, BLOCK_N // 2])
     else:
         q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
@@ -428,11 +442,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
     xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
-    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-    x = xb.to(tl.float32, bitcast=True)
-    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    amax = tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2)
+    if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
+        m = tl.reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, _max_u16x2)
+        m = tl.trans(tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]))
+        amax = m << 16  # fp32 bits of each column block's |x| max (NaN bits still above Inf)
+    else:
+        xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+        x = xb.to(tl.float32, bitcast=True)
+        # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
+        ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
+        amax = tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way).
@@ -442,8 +461,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     mult = _multiplier_colwise(e_colwise)
     mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
     e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-    if HW_CVT:  # compiled: bf16x2 PTX on the bf16 input (NaN blocks zeroed by their constants)
-        lo, hi = tl.split(tl.reshape(xt.to(tl.bfloat16, bitcast=True), [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]))
+    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
+        lo, hi = tl.split(tl.reshape(xt, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]))
         packed = tl.reshape(_bf16x2_colwise(lo, hi, mult[:, :, None]), [BLOCK_N, BLOCK_M // 2])
     else:
         q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]

@@ -174,8 +174,8 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
 @triton.jit
 def _run_pairs(lo_ptr, hi_ptr, mult_ptr, out_ptr, n, PAIRS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    lo = tl.load(lo_ptr + offs, mask=offs < n, other=0).to(tl.bfloat16, bitcast=True)
-    hi = tl.load(hi_ptr + offs, mask=offs < n, other=0).to(tl.bfloat16, bitcast=True)
+    lo = tl.load(lo_ptr + offs, mask=offs < n, other=0)
+    hi = tl.load(hi_ptr + offs, mask=offs < n, other=0)
     tl.store(out_ptr + offs, PAIRS(lo, hi, tl.load(mult_ptr + offs, mask=offs < n, other=1.0)), mask=offs < n)
 
 
