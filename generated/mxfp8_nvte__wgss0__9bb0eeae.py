@@ -54,6 +54,7 @@ CONFIGS = [
     (128, 128, 16, 64, False),
     (64, 128, 4, 128, False),
     (64, 64, 2, 128, False),
+    (64, 64, 2, 72, False),
     (32, 64, 1, None, True),
     (32, 128, 4, None, True),
     (32, 128, 8, None, True),
