@@ -116,6 +116,7 @@ def _encode_rowwise(q):
 # rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
 # sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 13 steps.)
 _BF16X2_ROWWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
 mov.b32 kmax, 0x40C040C0;
@@ -260,6 +261,7 @@ def _encode_colwise(q):
 # colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
 # sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 13 steps.)
 _BF16X2_COLWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
 mov.b32 kmax, 0x40C040C0;
