@@ -97,3 +97,28 @@ def test_worked_block_example():
         assert int(e) == e_want
         codes = E2M1(ties="even", zero_sign="sign_bit").encode_reference(x * sc.multiplier_reference(e))
         assert [int(codes[0] | codes[1] << 4), int(codes[2] | codes[3] << 4)] == bytes_want
+
+
+def test_bf16x2_encoder_only_where_its_rules_hold():
+    """The bf16x2 PTX encoder implements one rule set (E2M1 ties to even, a sign for every q < 0, NaN
+    as code 0, NaN by block) on bf16 input; every other kernel keeps the fp32 encoders."""
+    from quantlay.lower import lower
+    from quantlay.spec import load, shipped_kernels
+    kernels = shipped_kernels()
+
+    def flags(k):
+        return {c["name"]: c["bf16x2"] for c in lower(k.variants()[0])["directions"]}
+
+    assert flags(kernels["mxfp4_cast_transpose_hw"]) == {"rowwise": True, "colwise": True}
+    assert not any(flags(kernels["mxfp4_cast_transpose_te"]).values())  # ties away from zero
+    assert not any(v for n, k in kernels.items() if not n.startswith("mxfp4") for v in flags(k).values())
+    fp16 = load("""kernel fp4_fp16(x: fp16[M, N]) {
+        rowwise blocks 1x32 profile mxfp4_hw {
+            store data  as packed(low: even)
+            store scale as row_major
+        }
+    }""")[0]
+    assert flags(fp16) == {"rowwise": False}  # x * 2^k is exact in bf16 only for bf16 input
+    assert E2M1(ties="even", zero_sign="negative_only", nan=0).bf16x2_rules
+    for other in (dict(zero_sign="sign_bit"), dict(nan=7), dict(ties="zero")):
+        assert not E2M1(**{"ties": "even", "zero_sign": "negative_only", "nan": 0, **other}).bf16x2_rules
