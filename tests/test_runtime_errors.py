@@ -85,3 +85,17 @@ def test_results_carry_their_layout(shuffled):
     assert lay.shape == (64, 128) and lay.physical_shape == (128, 32)
     s = res["rowwise_scale"].layout
     assert s.fill is None and s.layout == "row_major"
+
+
+def test_hardware_paths_need_a_compiled_sm90_gpu(monkeypatch):
+    """HW_CVT (the 8-bit convert, the bf16x2 PTX encoder) only where they compile: an sm_90 GPU, not
+    Triton's interpreter; elsewhere the kernels take their portable encoders."""
+    from types import SimpleNamespace
+    x = SimpleNamespace(is_cuda=True, device="cuda:0")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    for cap, want in (((8, 0), False), ((8, 9), False), ((9, 0), True), ((10, 0), True)):
+        monkeypatch.setattr(runtime.torch.cuda, "get_device_capability", lambda device, c=cap: c)
+        assert runtime.compiled_for_gpu(x) is want, cap
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not runtime.compiled_for_gpu(x)
+    assert not runtime.compiled_for_gpu(SimpleNamespace(is_cuda=False, device="cpu"))
