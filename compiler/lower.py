@@ -113,6 +113,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     scope = d.name
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
+    by_block = nan_by_block(el, sc)
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
     for f in dataclasses.fields(sc):  # every field of the scale format is rendered below
@@ -137,13 +138,13 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "scale_kind": sc.name,
         "scale_storage": sc.storage,
         "nan_propagate": sc.nan_in_amax == "propagate",
-        "nan_by_block": nan_by_block(el, sc),
+        "nan_by_block": by_block,
         # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
         # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
         "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
         # Compiled kernels encode bf16 input in bf16x2 PTX: x times a power of two is exact in bf16, and
         # the E8M0 multiplier is one. NaN blocks need the per-block NaN rule (their constants zero them).
-        "bf16x2": dtype == "bf16" and el.bf16x2_rules and nan_by_block(el, sc),
+        "bf16x2": dtype == "bf16" and el.bf16x2_rules and by_block,
         **_element_ctx(el),
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }

@@ -7,6 +7,7 @@ consumer states the descriptor it expects and `expect_layout` refuses anything e
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Dict, Iterator, Mapping, Tuple
@@ -163,8 +164,13 @@ def compiled_for_gpu(x: torch.Tensor) -> bool:
     """True when kernels are compiled for x's GPU rather than run by Triton's interpreter, and the GPU runs
     the sm_90 instructions the kernels' fast encoders use (the 8-bit convert, bf16x2 arithmetic);
     otherwise they use their portable encoders (same codes)."""
-    return (x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
-            and torch.cuda.get_device_capability(x.device) >= (9, 0))
+    return x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and _sm90(x.device)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm90(device) -> bool:
+    """Whether a GPU runs sm_90 instructions (asked once per device: the launcher runs every call)."""
+    return torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 def needs_int64(*numels: int) -> bool:

@@ -95,7 +95,9 @@ def test_hardware_paths_need_a_compiled_sm90_gpu(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     for cap, want in (((8, 0), False), ((8, 9), False), ((9, 0), True), ((10, 0), True)):
         monkeypatch.setattr(runtime.torch.cuda, "get_device_capability", lambda device, c=cap: c)
+        runtime._sm90.cache_clear()  # a device's capability is cached; each case is another device
         assert runtime.compiled_for_gpu(x) is want, cap
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert not runtime.compiled_for_gpu(x)
+    runtime._sm90.cache_clear()
     assert not runtime.compiled_for_gpu(SimpleNamespace(is_cuda=False, device="cpu"))
