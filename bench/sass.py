@@ -30,16 +30,24 @@ p.add_argument("--dump", action="store_true")
 p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=False) path")
 p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math in place, not on a spread")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
+p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
 kernel = shipped_kernels()[a.kernel]
 opts = dict.fromkeys(kernel.options, a.flags == "on")
 opts.update({kv.split("=")[0]: kv.split("=")[1] == "1" for kv in a.opt})
-mod = find(a.kernel, **opts)
+if a.file:  # experiments: an edited copy of a generated module
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("experiment", a.file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+else:
+    mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
-                             "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows}.items() if k in fn.arg_names}
+                             "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
+                             "GRID_N_FIRST": False}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

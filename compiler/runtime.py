@@ -173,6 +173,22 @@ def _sm90(device) -> bool:
     return torch.cuda.get_device_capability(device) >= (9, 0)
 
 
+MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (axis 0 takes 2^31 - 1)
+
+
+def launch_grid(tiles_m: int, tiles_n: int, n_first: bool):
+    """(grid, n_first) for a tiles_m x tiles_n launch. N-first puts the N tiles on grid axis 0, so
+    consecutive programs walk along a row of tiles: a row-major input is read, and row-major outputs
+    are written, in long contiguous runs (on the H200 the 128x128 FP8 cast went from 90% to 97% of a
+    copy); transposing kernels may prefer M-first, whose programs write along the output's rows. The
+    order changes speed only; an order whose axis-1 tile count passes CUDA's limit gives way to the other."""
+    if n_first and tiles_m > MAX_GRID_Y:
+        n_first = False
+    elif not n_first and tiles_n > MAX_GRID_Y and tiles_m <= MAX_GRID_Y:
+        n_first = True
+    return ((tiles_n, tiles_m) if n_first else (tiles_m, tiles_n)), n_first
+
+
 def needs_int64(*numels: int) -> bool:
     """64-bit offsets are needed once any buffer reaches 2^31 elements."""
     return max(numels) >= 2 ** 31

@@ -52,6 +52,8 @@ CONFIGS = [
     (64, 128, 4, 128, False),
     (64, 64, 2, 128, False),
     (64, 64, 2, 72, False),
+    (64, 128, 2, None, False),
+    (128, 128, 4, None, False),
     (32, 64, 1, None, True),
     (32, 128, 4, None, True),
     (32, 128, 8, None, True),
@@ -156,16 +158,21 @@ def _encode_colwise(q):
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr):
+                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for an sm_90 GPU (not the interpreter): 8-bit codes may use the hardware convert,
     and 4-bit codes of bf16 input the bf16x2 PTX encoder.
     INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
+    GRID_N_FIRST: grid axis 0 runs along N (speed only, same bytes; see runtime.launch_grid).
     """
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    if GRID_N_FIRST:
+        pid_m = tl.program_id(1)
+        pid_n = tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -299,13 +306,15 @@ def _shapes(M, N):
     }
 
 
-def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None):
+def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
+             grid_n_first=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
-    register cap) and inplace_rows (rowwise scales computed in place, not on a spread) override the
-    tuned configuration; they change speed only, never the result.
+    register cap), inplace_rows (rowwise scales computed in place, not on a spread) and grid_n_first
+    (consecutive programs walk along N) override the tuned configuration; they change speed only, never
+    the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -318,19 +327,20 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
     maxnreg = maxnreg or (tuned[3] if tuned else None)
     inplace_rows = bool(tuned[4] if tuned else False) if inplace_rows is None else bool(inplace_rows)
+    grid_n_first = bool(tuned[5] if tuned else False) if grid_n_first is None else bool(grid_n_first)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x64 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, ((M // 2)) * 2, (((M + 31) // 32)) * 32)
     cols = max(N, ((N // 2)) * 2, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
+    grid, grid_n_first = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n), grid_n_first)
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
     if maxnreg:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, **kwargs)
+                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

@@ -1,5 +1,6 @@
 """Launch configurations the tuner may pick change speed, never bytes: a register cap, tiles narrower
-than a block's length across the block axis, one-warp programs and rowwise scales computed in place,
+than a block's length across the block axis, one-warp programs, rowwise scales computed in place and
+the grid in N-first order,
 on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
@@ -20,7 +21,7 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles
 KERNELS = shipped_kernels()
 
 
-def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None):
+def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None, grid_n_first=None):
     mod = find(name, **opts)
     M, N = shape
     x = inputs.specials(M, N, seed=seed).to(DEVICE)
@@ -29,7 +30,7 @@ def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_r
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
     res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], maxnreg=maxnreg,
-                       num_warps=num_warps, inplace_rows=inplace_rows)
+                       num_warps=num_warps, inplace_rows=inplace_rows, grid_n_first=grid_n_first)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, tile, k)
@@ -74,3 +75,23 @@ INPLACE = CASES + [  # rowwise scale math in place: E8M0 (FP4 packed, MXFP8) and
 @pytest.mark.parametrize("name,opts,tile,shape", INPLACE, ids=[c[0] for c in INPLACE])
 def test_inplace_row_scales_match_reference(name, opts, tile, shape):
     check(name, opts, tile, shape, seed=8, inplace_rows=True)
+
+
+N_FIRST = CASES + [  # the grid along N first: each program still finds its own tile (and its group)
+    ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 200)),
+    ("fp8_128x128_rocm_te", {}, (128, 128), (260, 300)),
+    ("fp8_1x128_deepgemm_sm100", {}, (32, 128), (100, 640)),
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape", N_FIRST, ids=[c[0] for c in N_FIRST])
+def test_n_first_grid_matches_reference(name, opts, tile, shape):
+    check(name, opts, tile, shape, seed=9, grid_n_first=True)
+
+
+def test_launch_grid_keeps_to_cuda_limits():
+    from quantlay.runtime import MAX_GRID_Y, launch_grid
+    assert launch_grid(10, 3, False) == ((10, 3), False)
+    assert launch_grid(10, 3, True) == ((3, 10), True)
+    assert launch_grid(MAX_GRID_Y + 1, 3, True) == ((MAX_GRID_Y + 1, 3), False)  # too many row tiles for axis 1
+    assert launch_grid(3, MAX_GRID_Y + 1, False) == ((MAX_GRID_Y + 1, 3), True)  # too many column tiles

@@ -1,0 +1,55 @@
+"""Launch named generated kernels once each (after warm-up launches) at one shape, for a profiler.
+
+    ncu --clock-control none --profile-from-start off --kernel-name regex:'_quantize_kernel|triton_fp8' \\
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \\
+        python3 bench/ncu_launch.py fp8_1x128_rocm_te fp8_1x128_colwise_transposed@off --shape 16384x8192
+
+Each kernel runs with its tuned configuration (compiler/tuning.json), options all on (`NAME@off`: all
+off). A name `torchao:FUNCTION` runs that torchao 0.18 blockwise FP8 kernel instead (the peer to compare
+stall reasons with); its autotuned config is printed. Warm-up launches (compilation, torchao's autotuning)
+run with the profiler stopped: ncu (with --profile-from-start off) sees exactly one launch per name.
+"""
+import os
+import argparse
+
+import torch
+
+from quantlay import inputs
+from quantlay.generated import find
+from quantlay.spec import shipped_kernels
+
+p = argparse.ArgumentParser()
+p.add_argument("kernels", nargs="+")
+p.add_argument("--shape", default="16384x8192")
+a = p.parse_args()
+M, N = (int(v) for v in a.shape.split("x"))
+specs = shipped_kernels()
+x = inputs.normal(M, N, seed=0).cuda()
+cudart = torch.cuda.cudart()
+
+
+def profile_one(label, launch):
+    for _ in range(2):  # compile (and autotune) outside the profiled range
+        launch()
+    torch.cuda.synchronize()
+    cudart.cudaProfilerStart()
+    launch()
+    torch.cuda.synchronize()
+    cudart.cudaProfilerStop()
+    print(f"profiled {label}")
+
+
+for name in a.kernels:
+    if name.startswith("torchao:"):
+        os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+        from torchao.prototype.blockwise_fp8_training import kernels as tk  # optional peer
+        fn_name = name.split(":", 1)[1]
+        fn = getattr(tk, fn_name)
+        profile_one(name, lambda: fn(x, 128))
+        print(f"  {fn_name} autotuned config: {getattr(getattr(tk, fn_name + '_kernel', None), 'best_config', '?')}")
+        continue
+    base, _, flags = name.partition("@")
+    k = specs[base]
+    mod = find(base, **dict.fromkeys(k.options, flags != "off"))
+    args = (inputs.equal_groups(M, "cuda"),) if k.groups else ()
+    profile_one(mod.NAME, lambda: mod.quantize(x, *args))
