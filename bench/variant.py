@@ -1,0 +1,55 @@
+"""Time edited copies of a generated module against the shipped one (GPU), bytes compared first.
+
+    python bench/variant.py KERNEL[@off] ref,/tmp/copy.py "bm,bn,warps,maxnreg,inplace_rows;..." [--shape MxN]
+
+For experiments before a template change: copy a module from generated/, edit it (a different grid
+order, a different statement order, ...), and time it beside the shipped module (`ref`) in one run.
+Each configuration is compared byte for byte with the shipped module's output (options all on, or all
+off with `@off`) and reported as ms and % of a copy measured in the same process. `bench/sass.py
+--file` compiles the same copy for sm_90 without a GPU (registers, spills, instruction mix).
+"""
+import argparse
+import importlib.util
+
+import torch
+
+from quantlay import inputs
+from quantlay.bench import copy_gbps, time_call
+from quantlay.generated import find
+from quantlay.spec import shipped_kernels
+
+p = argparse.ArgumentParser()
+p.add_argument("kernel", help="shipped kernel name; @off sets every option off")
+p.add_argument("files", help="comma-separated module paths; `ref` is the shipped module")
+p.add_argument("configs", help="semicolon-separated bm,bn,warps,maxnreg(0: none),inplace_rows(0|1)")
+p.add_argument("--shape", default="16384x8192")
+a = p.parse_args()
+M, N = (int(v) for v in a.shape.split("x"))
+base, _, flags = a.kernel.partition("@")
+kernel = shipped_kernels()[base]
+shipped = find(base, **dict.fromkeys(kernel.options, flags != "off"))
+x = inputs.normal(M, N, seed=1).cuda()
+x.view(-1)[::977] = 0  # zeros and subnormals among the normal values
+x.view(-1)[5::1231] *= 1e-30
+args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
+expected = shipped.quantize(x, *args)
+copy = copy_gbps()
+for path in a.files.split(","):
+    if path == "ref":
+        mod = shipped
+    else:
+        spec = importlib.util.spec_from_file_location("variant_" + path.replace("/", "_").replace(".", "_"), path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    for c in a.configs.split(";"):
+        bm, bn, w, regs, inplace = (int(v) for v in c.split(","))
+        cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or None, inplace_rows=bool(inplace))
+        try:
+            out = mod.quantize(x, *args, **cfg)
+            same = all(torch.equal(out[k].tensor.view(torch.uint8), expected[k].tensor.view(torch.uint8))
+                       for k in shipped.LAYOUTS)
+            ms = time_call(lambda: mod.quantize(x, *args, **cfg))[0]
+            moved = x.numel() * 2 + sum(out[k].tensor.numel() * out[k].tensor.element_size() for k in shipped.LAYOUTS)
+            print(f"{path:40s} {c:18s} exact={same} {ms:.4f} ms {moved / ms / 1e6 / copy * 100:.1f}% of copy", flush=True)
+        except Exception as exc:  # report and go on: one broken variant must not end the run
+            print(f"{path:40s} {c:18s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
