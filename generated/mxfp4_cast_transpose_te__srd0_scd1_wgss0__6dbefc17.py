@@ -30,8 +30,8 @@ NAME = "mxfp4_cast_transpose_te__srd0_scd1_wgss0__6dbefc17"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 32  # what the blocks and tiled layouts need
-# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows): the template's
-# candidates that hold whole blocks and layout units
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best four again
+# with grid_n_first: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
     (64, 64, 2, None, False),
     (64, 64, 4, None, False),
