@@ -13,7 +13,7 @@ import csv
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -174,41 +174,63 @@ REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
 }
 
 
-def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None) -> List[Row]:
-    import triton
-    copy = copy_gbps()
-    rows: List[Row] = []
+def select(groups: Sequence[str], match: Optional[Sequence[str]] = None) -> List[Tuple[str, Entry]]:
+    """(group, entry) for each registered entry of `groups` whose name contains one of `match` (all
+    when None): e.g. ("quantlay", "torchao") leaves out the torch reference peers, whose compilation
+    takes most of a group's time."""
+    out = []
     for g in groups:
-        for entry in REGISTRY[g]():
+        if g not in REGISTRY:
+            raise ValueError(f"unknown bench group {g!r}; the groups are {sorted(REGISTRY)}")
+        out += [(g, e) for e in REGISTRY[g]() if match is None or any(m in e.name for m in match)]
+    return out
+
+
+CSV_FIELDS = ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", "p80_ms", "gbps", "pct_of_copy", "note"]
+
+
+def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
+        match: Optional[Sequence[str]] = None) -> List[Row]:
+    """Time every selected entry at every shape; the CSV gets each row as it is measured (a run cut
+    short keeps what it measured)."""
+    import triton
+    entries = select(groups, match)
+    copy = copy_gbps()
+    meta = {
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        "commit": os.environ.get("QUANTLAY_COMMIT", "unknown"), "copy_gbps": f"{copy:.0f}",
+    }
+    out = open(csv_path, "w", newline="") if csv_path else None
+    writer = csv.writer(out) if out else None
+    if writer:
+        writer.writerow(list(meta) + CSV_FIELDS)
+        out.flush()
+    rows: List[Row] = []
+    try:
+        for g, entry in entries:
             for M, N in shapes:
                 row = Row(entry.name, g, f"{M}x{N}", kernel_hash=entry.kernel_hash)
                 reason = entry.validate(M, N)
                 if reason:
                     row.note = f"skipped: {reason}"
-                    rows.append(row)
-                    continue
-                try:
-                    fn, moved = entry.make(M, N)
-                    row.median_ms, row.p20_ms, row.p80_ms = time_call(fn)
-                    row.gbps = moved / (row.median_ms * 1e-3) / 1e9
-                    row.pct_copy = 100 * row.gbps / copy
-                except Exception as exc:  # a peer that cannot run is reported, not fatal
-                    row.note = f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                else:
+                    try:
+                        fn, moved = entry.make(M, N)
+                        row.median_ms, row.p20_ms, row.p80_ms = time_call(fn)
+                        row.gbps = moved / (row.median_ms * 1e-3) / 1e9
+                        row.pct_copy = 100 * row.gbps / copy
+                    except Exception as exc:  # a peer that cannot run is reported, not fatal
+                        row.note = f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                    torch.cuda.empty_cache()
                 rows.append(row)
-                torch.cuda.empty_cache()
-    meta = {
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "commit": os.environ.get("QUANTLAY_COMMIT", "unknown"), "copy_gbps": f"{copy:.0f}",
-    }
-    if csv_path:
-        with open(csv_path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(list(meta) + ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", "p80_ms",
-                                     "gbps", "pct_of_copy", "note"])
-            for r in rows:
-                w.writerow(list(meta.values()) + [r.name, r.group, r.shape, r.kernel_hash, f"{r.median_ms:.4f}",
-                                                  f"{r.p20_ms:.4f}", f"{r.p80_ms:.4f}", f"{r.gbps:.0f}",
-                                                  f"{r.pct_copy:.1f}", r.note])
+                if writer:
+                    writer.writerow(list(meta.values()) + [
+                        row.name, row.group, row.shape, row.kernel_hash, f"{row.median_ms:.4f}", f"{row.p20_ms:.4f}",
+                        f"{row.p80_ms:.4f}", f"{row.gbps:.0f}", f"{row.pct_copy:.1f}", row.note])
+                    out.flush()
+    finally:
+        if out:
+            out.close()
     print(f"{meta['gpu']}, torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit'][:12]}; "
           f"copy {copy:.0f} GB/s (read + write)")
     print(f"{'kernel':48s} {'shape':>11s} {'median ms':>10s} {'GB/s':>7s} {'% copy':>7s}")

@@ -114,7 +114,12 @@ def _cmd_bench(args) -> int:
         return 2
     from . import bench
     shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
-    bench.run(groups=args.groups.split(","), shapes=shapes, csv_path=args.csv)
+    try:
+        bench.run(groups=args.groups.split(","), shapes=shapes, csv_path=args.csv,
+                  match=args.match.split(",") if args.match else None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -182,7 +187,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     b = sub.add_parser("bench", help="time generated kernels and peers against a same-run copy (GPU)")
     b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8")
     b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192,32768x4096")
-    b.add_argument("--csv", default=None, help="write one CSV row per measurement")
+    b.add_argument("--csv", default=None, help="write one CSV row per measurement (as each is measured)")
+    b.add_argument("--match", default=None, help="comma-separated name parts: only entries whose name has one "
+                   "(e.g. quantlay,torchao leaves out the torch reference peers)")
     b.set_defaults(fn=_cmd_bench)
     t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
     t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")

@@ -29,3 +29,36 @@ def test_generated_entries_cover_every_variant_with_its_hash():
                 assert entries[name].validate(4096, 6144) is None
                 assert entries[name].validate(100, 6144)  # a shape the blocks do not divide is skipped
                 find(kernel.name, **dict(v.options))  # the module the entry times exists
+
+
+def test_match_selects_entries_and_unknown_groups_are_refused():
+    picked = bench.select(["fp8"], ["quantlay", "torchao"])
+    assert picked and all(e.name.startswith(("quantlay ", "torchao ")) for _, e in picked)
+    assert not any("reference" in e.name for _, e in picked)
+    assert len(bench.select(["fp8"])) == len(bench.REGISTRY["fp8"]())
+    import pytest
+    with pytest.raises(ValueError, match="unknown bench group 'fp9'"):
+        bench.select(["fp9"])
+
+
+def test_csv_rows_are_written_as_they_are_measured(tmp_path, monkeypatch):
+    """A run cut short keeps its rows: the second entry fails hard, the first row is already on disk."""
+    import csv
+    import torch
+
+    def boom(M, N):
+        raise KeyboardInterrupt  # like a timeout killing the run
+
+    monkeypatch.setitem(bench.REGISTRY, "fake", lambda: [
+        bench.Entry("quantlay fast", lambda M, N: ((lambda: None), 10 ** 9), group="fake"),
+        bench.Entry("quantlay killed", boom, group="fake")])
+    monkeypatch.setattr(bench, "copy_gbps", lambda: 2000.0)
+    monkeypatch.setattr(bench, "time_call", lambda fn: (0.5, 0.4, 0.6))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    path = tmp_path / "b.csv"
+    import pytest
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(groups=["fake"], shapes=[(128, 128)], csv_path=str(path))
+    rows = list(csv.DictReader(path.open()))
+    assert [r["kernel"] for r in rows] == ["quantlay fast"]
+    assert rows[0]["gpu"] == "GPU X" and rows[0]["median_ms"] == "0.5000" and rows[0]["pct_of_copy"] == "100.0"
