@@ -30,6 +30,7 @@ p.add_argument("--dump", action="store_true")
 p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=False) path")
 p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math in place, not on a spread")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
+p.add_argument("--grid-group", type=int, default=0, help="GRID_GROUP (column tiles per group; 0: plain M-first)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
@@ -47,7 +48,7 @@ fn = mod._quantize_kernel
 sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
-                             "GRID_N_FIRST": False}.items() if k in fn.arg_names}
+                             "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

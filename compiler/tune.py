@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 TABLE = Path(__file__).with_name("tuning.json")
-Config = Tuple[int, int, int, Optional[int], bool, bool]  # block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first
+# block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group
+Config = Tuple[int, int, int, Optional[int], bool, bool, int]
 N_FIRST_RETIMED = 4  # the best M-first configurations retimed with the grid in N-first order
+GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of column tiles
 
 
 def size_bucket(numel: int) -> int:
@@ -54,13 +56,13 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[Config]:
         return None
     row = rows[min(rows, key=lambda b: (abs(b - bucket), -b))]  # ties: the larger bucket's entry
     return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), bool(row.get("inplace_rows")),
-            bool(row.get("grid_n_first")))
+            bool(row.get("grid_n_first")), int(row.get("grid_group", 0)))
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
          write: bool = True) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
-    the grid in N-first order; return (and store) the winners."""
+    the grid in N-first order and in groups of column tiles; return (and store) the winners."""
     import torch
     import triton
     from . import inputs, reference
@@ -78,11 +80,14 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         timed = []
-        first = [dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace, grid_n_first=False)
-                 for bm, bn, w, regs, inplace in mod.CONFIGS]
+        first = [dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace, grid_n_first=False,
+                      grid_group=0) for bm, bn, w, regs, inplace in mod.CONFIGS]
         for stage in (first, None):
-            if stage is None:  # the grid order matters most for the best tiles: retime those N-first
-                stage = [dict(cfg, grid_n_first=True) for _, cfg in sorted(timed, key=lambda t: t[0])[:N_FIRST_RETIMED]]
+            if stage is None:  # the grid order matters most for the best tiles: retime those in other orders
+                ranked = [cfg for _, cfg in sorted(timed, key=lambda t: t[0])]
+                stage = [dict(cfg, grid_n_first=True) for cfg in ranked[:N_FIRST_RETIMED]] + [
+                    dict(cfg, grid_group=g) for cfg in ranked[:GROUPS_RETIMED] for g in GRID_GROUPS
+                    if triton.cdiv(shape[1], cfg["block_n"]) % g == 0]  # (a group must divide the column tiles)
             for cfg in stage:
                 res = mod.quantize(x, *extra, **cfg)
                 if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
@@ -90,7 +95,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                 ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
                 print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
                       f"maxnreg {cfg['maxnreg']} inplace_rows {int(cfg['inplace_rows'])} "
-                      f"grid_n_first {int(cfg['grid_n_first'])}: {ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
+                      f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']}: {ms:.4f} ms "
+                      f"{moved / ms / 1e6:.0f} GB/s", flush=True)
                 timed.append((ms, cfg))
         ms, cfg = min(timed, key=lambda t: t[0])
         winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **cfg, "shape": f"{shape[0]}x{shape[1]}",

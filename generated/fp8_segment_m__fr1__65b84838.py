@@ -30,8 +30,8 @@ NAME = "fp8_segment_m__fr1__65b84838"
 OPTIONS = {"fused_rowwise": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
-# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best four again
-# with grid_n_first: the template's candidates that hold whole blocks and layout units with the segment's row tile
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
+# grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
 CONFIGS = [
     (128, 128, 8, None, False),
     (128, 128, 16, None, False),
@@ -147,18 +147,24 @@ def _codes_rowwise(q, HW: tl.constexpr):
 @triton.jit
 def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, goffs_ptr, poffs_ptr, G, s0, s1, s2,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr, GP: tl.constexpr):
+                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
+                     GRID_GROUP: tl.constexpr, GP: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for an sm_90 GPU (not the interpreter): 8-bit codes may use the hardware convert,
     and 4-bit codes of bf16 input the bf16x2 PTX encoder.
     INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
-    GRID_N_FIRST: grid axis 0 runs along N (speed only, same bytes; see runtime.launch_grid).
+    GRID_N_FIRST: grid axis 0 runs along N; GRID_GROUP > 1: groups of that many column tiles, the
+    programs of a group side by side, M fastest across groups (speed only, same bytes; see
+    runtime.launch_grid).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
         pid_n = tl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = tl.program_id(0) // GRID_GROUP
+        pid_n = tl.program_id(1) * GRID_GROUP + tl.program_id(0) % GRID_GROUP
     else:
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
@@ -283,7 +289,7 @@ def _shapes(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None):
+             grid_n_first=None, grid_group=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -292,9 +298,9 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
-    register cap), inplace_rows (rowwise scales computed in place, not on a spread) and grid_n_first
-    (consecutive programs walk along N) override the tuned configuration; they change speed only, never
-    the result.
+    register cap), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
+    (consecutive programs walk along N) and grid_group (groups of that many column tiles side by side)
+    override the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -309,12 +315,14 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     maxnreg = maxnreg or (tuned[3] if tuned else None)
     inplace_rows = bool(tuned[4] if tuned else False) if inplace_rows is None else bool(inplace_rows)
     grid_n_first = bool(tuned[5] if tuned else False) if grid_n_first is None else bool(grid_n_first)
+    grid_group = int(tuned[6] if tuned else 0) if grid_group is None else int(grid_group)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
     rows = max(M, ((M + (G * 128))) * 1, ((((M + (G * 128)) + 127) // 128)) * 128, (M) * 1, (M) * 1)
     cols = max(N, (N) * 1, (N) * 1, (N) * 1, (((N + 127) // 128)) * 128)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid, grid_n_first = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n), grid_n_first)
+    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
+                                                         grid_n_first, grid_group)
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0 and False
     kwargs = {"num_warps": num_warps}
     if maxnreg:  # two programs per SM where the compiler would take more registers
@@ -322,7 +330,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     kwargs["GP"] = triton.next_power_of_2(G + 1)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), goffs, poffs, G, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first, **kwargs)
+                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first,
+                           GRID_GROUP=grid_group, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     result.extras.update(padded_offsets=poffs, group_offsets=goffs)

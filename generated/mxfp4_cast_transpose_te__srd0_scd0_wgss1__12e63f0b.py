@@ -30,8 +30,8 @@ NAME = "mxfp4_cast_transpose_te__srd0_scd0_wgss1__12e63f0b"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": False, "with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
-# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best four again
-# with grid_n_first: the template's candidates that hold whole blocks and layout units
+# what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
+# grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
     (32, 64, 1, None, False),
     (32, 64, 2, None, False),
@@ -161,18 +161,24 @@ def _encode_colwise(q):
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
-                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr):
+                     HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
+                     GRID_GROUP: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
     HW_CVT: compiled for an sm_90 GPU (not the interpreter): 8-bit codes may use the hardware convert,
     and 4-bit codes of bf16 input the bf16x2 PTX encoder.
     INPLACE_ROWS: rowwise scale math where the row reduction leaves it (speed only, same bytes).
-    GRID_N_FIRST: grid axis 0 runs along N (speed only, same bytes; see runtime.launch_grid).
+    GRID_N_FIRST: grid axis 0 runs along N; GRID_GROUP > 1: groups of that many column tiles, the
+    programs of a group side by side, M fastest across groups (speed only, same bytes; see
+    runtime.launch_grid).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
         pid_n = tl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = tl.program_id(0) // GRID_GROUP
+        pid_n = tl.program_id(1) * GRID_GROUP + tl.program_id(0) % GRID_GROUP
     else:
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
@@ -315,14 +321,14 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None):
+             grid_n_first=None, grid_group=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
-    register cap), inplace_rows (rowwise scales computed in place, not on a spread) and grid_n_first
-    (consecutive programs walk along N) override the tuned configuration; they change speed only, never
-    the result.
+    register cap), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
+    (consecutive programs walk along N) and grid_group (groups of that many column tiles side by side)
+    override the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -336,19 +342,22 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     maxnreg = maxnreg or (tuned[3] if tuned else None)
     inplace_rows = bool(tuned[4] if tuned else False) if inplace_rows is None else bool(inplace_rows)
     grid_n_first = bool(tuned[5] if tuned else False) if grid_n_first is None else bool(grid_n_first)
+    grid_group = int(tuned[6] if tuned else 0) if grid_group is None else int(grid_group)
     if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 255) // 256) * 256)) * 1, ((M // 2)) * 2, ((((((M + 31) // 32) + 7) // 8) * 8)) * 32)
     cols = max(N, ((N // 2)) * 2, ((((((N + 31) // 32) + 7) // 8) * 8)) * 32, (N) * 1, ((((N + 255) // 256) * 256)) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid, grid_n_first = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n), grid_n_first)
+    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
+                                                         grid_n_first, grid_group)
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": num_warps}
     if maxnreg:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = maxnreg
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first, **kwargs)
+                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first,
+                           GRID_GROUP=grid_group, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

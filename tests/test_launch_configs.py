@@ -1,6 +1,6 @@
 """Launch configurations the tuner may pick change speed, never bytes: a register cap, tiles narrower
 than a block's length across the block axis, one-warp programs, rowwise scales computed in place and
-the grid in N-first order,
+the grid in N-first order or in groups of column tiles,
 on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
@@ -21,7 +21,8 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles
 KERNELS = shipped_kernels()
 
 
-def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None, grid_n_first=None):
+def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None, grid_n_first=None,
+          grid_group=None):
     mod = find(name, **opts)
     M, N = shape
     x = inputs.specials(M, N, seed=seed).to(DEVICE)
@@ -30,7 +31,8 @@ def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_r
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
     res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], maxnreg=maxnreg,
-                       num_warps=num_warps, inplace_rows=inplace_rows, grid_n_first=grid_n_first)
+                       num_warps=num_warps, inplace_rows=inplace_rows, grid_n_first=grid_n_first,
+                       grid_group=grid_group)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, tile, k)
@@ -89,9 +91,27 @@ def test_n_first_grid_matches_reference(name, opts, tile, shape):
     check(name, opts, tile, shape, seed=9, grid_n_first=True)
 
 
+GROUPED = [  # groups of column tiles: each program still finds its own tile (and its group of rows)
+    ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 320), 5),     # ragged rows, 2 groups of 5 tiles
+    ("mxfp4_cast_transpose_hw", CASES[0][1], (64, 64), (192, 256), 4),  # one group of all 4 column tiles
+    ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256), 2),
+    ("mxfp8_torchao", {"with_gemm_swizzled_scales": False}, (32, 64), (100, 256), 2),  # 2 groups of 2
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (300, 520), 3),  # 3 does not divide 5 tiles: plain
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape,group", GROUPED, ids=[c[0] for c in GROUPED])
+def test_grouped_grid_matches_reference(name, opts, tile, shape, group):
+    check(name, opts, tile, shape, seed=10, grid_group=group)
+
+
 def test_launch_grid_keeps_to_cuda_limits():
     from quantlay.runtime import MAX_GRID_Y, launch_grid
-    assert launch_grid(10, 3, False) == ((10, 3), False)
-    assert launch_grid(10, 3, True) == ((3, 10), True)
-    assert launch_grid(MAX_GRID_Y + 1, 3, True) == ((MAX_GRID_Y + 1, 3), False)  # too many row tiles for axis 1
-    assert launch_grid(3, MAX_GRID_Y + 1, False) == ((MAX_GRID_Y + 1, 3), True)  # too many column tiles
+    assert launch_grid(10, 3, False) == ((10, 3), False, 0)
+    assert launch_grid(10, 3, True) == ((3, 10), True, 0)
+    assert launch_grid(10, 8, False, 4) == ((40, 2), False, 4)    # 4 column tiles side by side per group
+    assert launch_grid(10, 6, False, 4) == ((10, 6), False, 0)    # a group must divide the column tiles
+    assert launch_grid(10, 8, True, 4) == ((8, 10), True, 0)      # groups are an M-first order
+    assert launch_grid(MAX_GRID_Y + 1, 3, True) == ((MAX_GRID_Y + 1, 3), False, 0)  # too many row tiles for axis 1
+    assert launch_grid(3, MAX_GRID_Y + 1, False) == ((MAX_GRID_Y + 1, 3), True, 0)  # too many column tiles
+    assert launch_grid(3, 2 * MAX_GRID_Y, False, 2) == ((6, MAX_GRID_Y), False, 2)  # the groups fit axis 1

@@ -14,7 +14,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
-    big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True)
+    big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4)
     table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -23,10 +23,10 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     tune.lookup.cache_clear()
     try:
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
-        assert tune.lookup("k", 24) == (32, 64, 4, None, False, False)
+        assert tune.lookup("k", 24) == (32, 64, 4, None, False, False, 0)
         assert tune.lookup("k", 20)[0] == 32            # below every bucket: the smallest
         assert tune.lookup("k", 26)[0] == 128           # nearer 27 than 24
-        assert tune.lookup("k", 30) == (128, 64, 4, 128, True, True)  # cap, in-place rows, grid order ride along
+        assert tune.lookup("k", 30) == (128, 64, 4, 128, True, True, 4)  # cap, in-place rows, grid order ride along
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
