@@ -1,13 +1,10 @@
 """Write an edited copy of a generated module, for `bench/variant.py` (GPU) and `bench/sass.py --file`.
 
     python bench/edit_variant.py generated/fp8_1x128_rocm_te__55ab7305.py /tmp/v.py --reverse-directions
-    python bench/edit_variant.py generated/fp8_1x128_colwise_transposed__7d302056.py /tmp/v.py --grid-group 4
     python bench/edit_variant.py generated/fp8_segment_m__fr1__65b84838.py /tmp/v.py --opaque-widen
 
-Edits (experiments measured on the H200 so far, `bench/results/h200_grid_order_experiments.log`):
-  --grid-group G      programs walk G column tiles at one row of tiles, then the next row of tiles
-                      (M-first across groups of G): the colwise transposed cast 85.0 -> 87.2% at G=4.
-                      Needs the column tile count to be a multiple of G (asserted).
+Edits (experiments measured on the H200 so far, `bench/results/h200_grid_order_experiments.log`; the
+grid orders tried there are launch options now: grid_n_first, grid_group):
   --reverse-directions  quantize the directions in the other order (fused 1x128 colwise first: 64.2 ->
                       66.5%; segmented fused rowwise first: 38.2 -> 40.4%).
   --opaque-widen      the second direction widens bf16 through an opaque PTX move, so the first
@@ -21,7 +18,6 @@ import pathlib
 p = argparse.ArgumentParser()
 p.add_argument("src")
 p.add_argument("dst")
-p.add_argument("--grid-group", type=int, default=0)
 p.add_argument("--reverse-directions", action="store_true")
 p.add_argument("--opaque-widen", action="store_true")
 a = p.parse_args()
@@ -36,37 +32,15 @@ def replace_once(text, old, new):
 body_end = src.index("\ndef _sizes")
 starts = [i for i in range(len(src)) if src.startswith("    # ---- ", i) and i < body_end]
 sections = [src[s:e] for s, e in zip(starts, starts[1:] + [body_end])]
-if a.opaque_widen:
+if a.reverse_directions or a.opaque_widen:
     assert len(sections) == 2, "needs a two-direction kernel"
+if a.reverse_directions:
+    sections = [sections[1].rstrip() + "\n\n", sections[0].rstrip() + "\n\n"]
+if a.opaque_widen:  # in whichever direction runs second
     widen = "    xt = xi\n"
     sections[1] = replace_once(sections[1], widen, widen + (
         "    if HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one\n"
         "        xt = tl.inline_asm_elementwise(\"mov.b32 $0, $1;\", \"=r,r\", [xt], dtype=tl.int16, is_pure=False, pack=2)\n"))
-if a.reverse_directions:
-    assert len(sections) == 2, "needs a two-direction kernel"
-    sections = [sections[1].rstrip() + "\n\n", sections[0].rstrip() + "\n\n"]
-    if a.opaque_widen:  # the opaque move belongs to whichever direction now runs second
-        first, second = sections
-        lines = first.split("\n")
-        k = next(i for i, ln in enumerate(lines) if ln.strip().startswith("if HW_CVT:  # opaque"))
-        move = lines[k:k + 2]
-        del lines[k:k + 2]
-        sections = ["\n".join(lines), replace_once(second, "    xt = xi\n", "    xt = xi\n" + "\n".join(move) + "\n")]
 src = src[:starts[0]] + "".join(sections) + src[body_end:]
-if a.grid_group:
-    G = a.grid_group
-    src = replace_once(src, """    if GRID_N_FIRST:
-        pid_m = tl.program_id(1)
-        pid_n = tl.program_id(0)
-    else:
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-""", f"""    p0 = tl.program_id(0)
-    pid_n = tl.program_id(1) * {G} + p0 % {G}
-    pid_m = p0 // {G}
-""")
-    launch = "    grid, grid_n_first = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n), grid_n_first)\n"
-    src = replace_once(src, launch, launch + f"    assert triton.cdiv(cols, block_n) % {G} == 0\n"
-                       f"    grid = (triton.cdiv(rows, block_m) * {G}, triton.cdiv(cols, block_n) // {G})\n")
 pathlib.Path(a.dst).write_text(src)
 print(f"wrote {a.dst}")

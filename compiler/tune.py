@@ -80,24 +80,29 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         timed = []
-        first = [dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace, grid_n_first=False,
-                      grid_group=0) for bm, bn, w, regs, inplace in mod.CONFIGS]
-        for stage in (first, None):
-            if stage is None:  # the grid order matters most for the best tiles: retime those in other orders
-                ranked = [cfg for _, cfg in sorted(timed, key=lambda t: t[0])]
-                stage = [dict(cfg, grid_n_first=True) for cfg in ranked[:N_FIRST_RETIMED]] + [
-                    dict(cfg, grid_group=g) for cfg in ranked[:GROUPS_RETIMED] for g in GRID_GROUPS
-                    if triton.cdiv(shape[1], cfg["block_n"]) % g == 0]  # (a group must divide the column tiles)
-            for cfg in stage:
-                res = mod.quantize(x, *extra, **cfg)
-                if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
-                    raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
-                ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
-                print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
-                      f"maxnreg {cfg['maxnreg']} inplace_rows {int(cfg['inplace_rows'])} "
-                      f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']}: {ms:.4f} ms "
-                      f"{moved / ms / 1e6:.0f} GB/s", flush=True)
-                timed.append((ms, cfg))
+
+        def measure(cfg):
+            res = mod.quantize(x, *extra, **cfg)
+            if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
+                raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
+            ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
+            print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
+                  f"maxnreg {cfg['maxnreg']} inplace_rows {int(cfg['inplace_rows'])} "
+                  f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']}: {ms:.4f} ms "
+                  f"{moved / ms / 1e6:.0f} GB/s", flush=True)
+            timed.append((ms, cfg))
+
+        for bm, bn, w, regs, inplace in mod.CONFIGS:
+            measure(dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace,
+                         grid_n_first=False, grid_group=0))
+        # the grid order matters most for the best tiles: retime those in the other orders
+        ranked = [cfg for _, cfg in sorted(timed, key=lambda t: t[0])]
+        for cfg in ranked[:N_FIRST_RETIMED]:
+            measure(dict(cfg, grid_n_first=True))
+        for cfg in ranked[:GROUPS_RETIMED]:
+            for g in GRID_GROUPS:
+                if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
+                    measure(dict(cfg, grid_group=g))
         ms, cfg = min(timed, key=lambda t: t[0])
         winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **cfg, "shape": f"{shape[0]}x{shape[1]}",
                         "median_ms": round(ms, 4)})

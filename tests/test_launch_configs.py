@@ -21,8 +21,8 @@ CASES = [  # (kernel, options, tile, shape): shapes that leave partial tiles
 KERNELS = shipped_kernels()
 
 
-def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_rows=None, grid_n_first=None,
-          grid_group=None):
+def check(name, opts, tile, shape, seed, **launch):
+    """Quantize with the tile and the launch options given (maxnreg, num_warps, inplace_rows, grid order)."""
     mod = find(name, **opts)
     M, N = shape
     x = inputs.specials(M, N, seed=seed).to(DEVICE)
@@ -30,9 +30,7 @@ def check(name, opts, tile, shape, seed, maxnreg=None, num_warps=None, inplace_r
     args = () if groups is None else (groups,)
     shapes = mod._shapes(M, N, *(() if groups is None else (groups.numel(),)))
     out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE) for k, s in shapes.items()}
-    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], maxnreg=maxnreg,
-                       num_warps=num_warps, inplace_rows=inplace_rows, grid_n_first=grid_n_first,
-                       grid_group=grid_group)
+    res = mod.quantize(x, *args, out=out, block_m=tile[0], block_n=tile[1], **launch)
     ref = reference.quantize(KERNELS[name].variant(**opts), x, None if groups is None else groups.cpu())
     for k in ref:
         assert reference.same_values(res[k].tensor.cpu(), ref[k].cpu()), (name, tile, k)
