@@ -31,6 +31,7 @@ p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=F
 p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math in place, not on a spread")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 p.add_argument("--grid-group", type=int, default=0, help="GRID_GROUP (column tiles per group; 0: plain M-first)")
+p.add_argument("--opaque-widen", action="store_true", help="OPAQUE_WIDEN (the second direction widens anew)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
@@ -48,7 +49,8 @@ fn = mod._quantize_kernel
 sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
-                             "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group}.items() if k in fn.arg_names}
+                             "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
+                             "OPAQUE_WIDEN": a.opaque_widen}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"

@@ -1,6 +1,6 @@
 """Time edited copies of a generated module against the shipped one (GPU), bytes compared first.
 
-    python bench/variant.py KERNEL[@off] ref,/tmp/copy.py "bm,bn,warps,maxnreg,inplace_rows[,n_first,group];..."
+    python bench/variant.py KERNEL[@off] ref,/tmp/copy.py "bm,bn,warps,maxnreg,inplace_rows[,n_first,group,opaque];..."
 
 For experiments before a template change: copy a module from generated/, edit it (a different grid
 order, a different statement order, ...), and time it beside the shipped module (`ref`) in one run.
@@ -22,7 +22,7 @@ p = argparse.ArgumentParser()
 p.add_argument("kernel", help="shipped kernel name; @off sets every option off")
 p.add_argument("files", help="comma-separated module paths; `ref` is the shipped module")
 p.add_argument("configs", help="semicolon-separated bm,bn,warps,maxnreg(0: none),inplace_rows(0|1)"
-               "[,grid_n_first(0|1),grid_group]")
+               "[,grid_n_first(0|1),grid_group,opaque_widen(0|1)]")
 p.add_argument("--shape", default="16384x8192")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
@@ -43,9 +43,9 @@ for path in a.files.split(","):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     for c in a.configs.split(";"):
-        bm, bn, w, regs, inplace, n_first, group = ([int(v) for v in c.split(",")] + [0, 0])[:7]
-        cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or None, inplace_rows=bool(inplace),
-                   grid_n_first=bool(n_first), grid_group=group)
+        bm, bn, w, regs, inplace, n_first, group, opaque = ([int(v) for v in c.split(",")] + [0, 0, 0])[:8]
+        cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=bool(inplace),
+                   grid_n_first=bool(n_first), grid_group=group, opaque_widen=bool(opaque))  # maxnreg 0: no cap
         try:
             out = mod.quantize(x, *args, **cfg)
             same = all(torch.equal(out[k].tensor.view(torch.uint8), expected[k].tensor.view(torch.uint8))

@@ -205,13 +205,23 @@ def needs_int64(*numels: int) -> bool:
     return max(numels) >= 2 ** 31
 
 
-def tuned(kernel: str, device: torch.device, numel: int):
-    """The committed tuned configuration for `kernel` at this size on this GPU and Triton version (None off
-    CUDA or without an entry)."""
-    if device.type != "cuda":
-        return None
-    from .tune import lookup, size_bucket
-    return lookup(kernel, size_bucket(numel), device.index or 0)
+# Launch settings that change speed only, never bytes, with their defaults (the tile's come from the module).
+LAUNCH_DEFAULTS = {"maxnreg": None, "inplace_rows": False, "grid_n_first": False, "grid_group": 0,
+                   "opaque_widen": False}
+
+
+def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given) -> dict:
+    """Every launch setting: the caller's where given (not None), else the committed table's for this
+    kernel at this size on this GPU and Triton version (`quantlay tune`), else the default (`tile` is the
+    template's (block_m, block_n, num_warps)). maxnreg=0 asks for no register cap even where the table
+    has one (the tuner times uncapped candidates so)."""
+    out = dict(zip(("block_m", "block_n", "num_warps"), tile), **LAUNCH_DEFAULTS)
+    if device.type == "cuda":
+        from .tune import lookup, size_bucket
+        out.update(lookup(kernel, size_bucket(numel), device.index or 0) or {})
+    out.update((k, v) for k, v in given.items() if v is not None)
+    out["maxnreg"] = out["maxnreg"] or None
+    return out
 
 
 def group_offsets(kernel: str, group_lens, x: torch.Tensor, block: int):

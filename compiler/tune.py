@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 TABLE = Path(__file__).with_name("tuning.json")
-# block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group
-Config = Tuple[int, int, int, Optional[int], bool, bool, int]
 N_FIRST_RETIMED = 4  # the best M-first configurations retimed with the grid in N-first order
 GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of column tiles
+# two-direction kernels: the best four retimed with the second direction's opaque widening, as they are
+# and under a cap of 128 registers (two 256-thread programs per SM), where the widening pays off
+OPAQUE_RETIMED, OPAQUE_CAP = 4, 128
 
 
 def size_bucket(numel: int) -> int:
@@ -45,8 +46,9 @@ def _table() -> Dict[Tuple[str, str, str], Dict[int, dict]]:
 
 
 @functools.lru_cache(maxsize=None)
-def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[Config]:
-    """The configuration tuned for this kernel on this GPU and Triton in the nearest size bucket, or None."""
+def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[dict]:
+    """The launch settings tuned for this kernel on this GPU and Triton in the nearest size bucket (the
+    keys of runtime.LAUNCH_DEFAULTS and the tile's), or None."""
     import torch
     import triton
     if not torch.cuda.is_available():
@@ -55,8 +57,10 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[Config]:
     if not rows:
         return None
     row = rows[min(rows, key=lambda b: (abs(b - bucket), -b))]  # ties: the larger bucket's entry
-    return (row["block_m"], row["block_n"], row["num_warps"], row.get("maxnreg"), bool(row.get("inplace_rows")),
-            bool(row.get("grid_n_first")), int(row.get("grid_group", 0)))
+    return {"block_m": row["block_m"], "block_n": row["block_n"], "num_warps": row["num_warps"],
+            "maxnreg": row.get("maxnreg"), "inplace_rows": bool(row.get("inplace_rows")),
+            "grid_n_first": bool(row.get("grid_n_first")), "grid_group": int(row.get("grid_group", 0)),
+            "opaque_widen": bool(row.get("opaque_widen"))}
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
@@ -87,24 +91,31 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                 raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
             ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
             print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
-                  f"maxnreg {cfg['maxnreg']} inplace_rows {int(cfg['inplace_rows'])} "
-                  f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']}: {ms:.4f} ms "
-                  f"{moved / ms / 1e6:.0f} GB/s", flush=True)
+                  f"maxnreg {cfg['maxnreg'] or None} inplace_rows {int(cfg['inplace_rows'])} "
+                  f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']} "
+                  f"opaque_widen {int(cfg['opaque_widen'])}: {ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
             timed.append((ms, cfg))
 
-        for bm, bn, w, regs, inplace in mod.CONFIGS:
-            measure(dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=inplace,
-                         grid_n_first=False, grid_group=0))
+        def best(n):
+            return [cfg for _, cfg in sorted(timed, key=lambda t: t[0])[:n]]
+
+        for bm, bn, w, regs, inplace in mod.CONFIGS:  # maxnreg 0: no cap, whatever the table says
+            measure(dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or 0, inplace_rows=inplace,
+                         grid_n_first=False, grid_group=0, opaque_widen=False))
+        if len({k.rsplit("_", 1)[0] for k in mod.LAYOUTS}) > 1:  # a second direction to widen opaquely
+            for cfg in best(OPAQUE_RETIMED):
+                for regs in sorted({cfg["maxnreg"], OPAQUE_CAP}, key=bool):
+                    measure(dict(cfg, maxnreg=regs, opaque_widen=True))
         # the grid order matters most for the best tiles: retime those in the other orders
-        ranked = [cfg for _, cfg in sorted(timed, key=lambda t: t[0])]
-        for cfg in ranked[:N_FIRST_RETIMED]:
+        for cfg in best(N_FIRST_RETIMED):
             measure(dict(cfg, grid_n_first=True))
-        for cfg in ranked[:GROUPS_RETIMED]:
+        for cfg in best(GROUPS_RETIMED):
             for g in GRID_GROUPS:
                 if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
                     measure(dict(cfg, grid_group=g))
         ms, cfg = min(timed, key=lambda t: t[0])
-        winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **cfg, "shape": f"{shape[0]}x{shape[1]}",
+        winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **dict(cfg, maxnreg=cfg["maxnreg"] or None),
+                        "shape": f"{shape[0]}x{shape[1]}",
                         "median_ms": round(ms, 4)})
         print(f"best {mod.NAME} at {shape[0]}x{shape[1]}: {cfg} ({ms:.4f} ms)", flush=True)
         if write:

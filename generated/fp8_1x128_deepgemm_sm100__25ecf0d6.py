@@ -109,7 +109,7 @@ def _codes_rowwise(q, HW: tl.constexpr):
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -119,6 +119,9 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
     GRID_N_FIRST: grid axis 0 runs along N; GRID_GROUP > 1: groups of that many column tiles, the
     programs of a group side by side, M fastest across groups (speed only, same bytes; see
     runtime.launch_grid).
+    OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
+    so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
+    instructions (speed only, same bytes; two-direction kernels).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -209,43 +212,41 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
-    register cap), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
-    (consecutive programs walk along N) and grid_group (groups of that many column tiles side by side)
-    override the tuned configuration; they change speed only, never the result.
+    register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
+    (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
+    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) override the
+    tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
-    tuned = runtime.tuned(NAME, x2.device, M * N)  # committed table (quantlay tune), else the template default
-    block_m = block_m or (tuned[0] if tuned else BLOCK_M)
-    block_n = block_n or (tuned[1] if tuned else BLOCK_N)
-    num_warps = num_warps or (tuned[2] if tuned else NUM_WARPS)
-    maxnreg = maxnreg or (tuned[3] if tuned else None)
-    inplace_rows = bool(tuned[4] if tuned else False) if inplace_rows is None else bool(inplace_rows)
-    grid_n_first = bool(tuned[5] if tuned else False) if grid_n_first is None else bool(grid_n_first)
-    grid_group = int(tuned[6] if tuned else 0) if grid_group is None else int(grid_group)
-    if block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
+    # the caller's settings, else the committed table's (quantlay tune), else the template's default
+    cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
+                                  block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
+                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen)
+    block_m, block_n = cfg["block_m"], cfg["block_n"]
+    if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 2x128 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, ((((M + 3) // 4) * 4)) * 1)
     cols = max(N, (N) * 1, ((((((N + 127) // 128) + 3) // 4) * 4)) * 128)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
-                                                         grid_n_first, grid_group)
+                                                         cfg["grid_n_first"], cfg["grid_group"])
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
-    kwargs = {"num_warps": num_warps}
-    if maxnreg:  # two programs per SM where the compiler would take more registers
-        kwargs["maxnreg"] = maxnreg
+    kwargs = {"num_warps": cfg["num_warps"]}
+    if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
+        kwargs["maxnreg"] = cfg["maxnreg"]
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=inplace_rows, GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, **kwargs)
+                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

@@ -1,6 +1,6 @@
 """Launch configurations the tuner may pick change speed, never bytes: a register cap, tiles narrower
 than a block's length across the block axis, one-warp programs, rowwise scales computed in place and
-the grid in N-first order or in groups of column tiles,
+the grid in N-first order or in groups of column tiles, the second direction's opaque widening,
 on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
@@ -101,6 +101,20 @@ GROUPED = [  # groups of column tiles: each program still finds its own tile (an
 @pytest.mark.parametrize("name,opts,tile,shape,group", GROUPED, ids=[c[0] for c in GROUPED])
 def test_grouped_grid_matches_reference(name, opts, tile, shape, group):
     check(name, opts, tile, shape, seed=10, grid_group=group)
+
+
+OPAQUE = CASES + [  # two-direction kernels with the second direction widened opaquely (compiled only:
+    # in the interpreter the option leaves the code as it is), under the tuner's cap and without one
+    ("fp8_1x128_rocm_te", {}, (128, 128), (300, 520)),
+    ("mxfp8_torchao", {"with_gemm_swizzled_scales": False}, (64, 64), (100, 256)),
+    ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 200)),  # one direction: nothing to widen
+]
+
+
+@pytest.mark.parametrize("maxnreg", [0, 128])
+@pytest.mark.parametrize("name,opts,tile,shape", OPAQUE, ids=[c[0] for c in OPAQUE])
+def test_opaque_widening_matches_reference(name, opts, tile, shape, maxnreg):
+    check(name, opts, tile, shape, seed=11, opaque_widen=True, maxnreg=maxnreg)
 
 
 def test_launch_grid_keeps_to_cuda_limits():

@@ -14,7 +14,8 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
-    big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4)
+    big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4,
+               opaque_widen=True)
     table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -23,14 +24,33 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     tune.lookup.cache_clear()
     try:
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
-        assert tune.lookup("k", 24) == (32, 64, 4, None, False, False, 0)
-        assert tune.lookup("k", 20)[0] == 32            # below every bucket: the smallest
-        assert tune.lookup("k", 26)[0] == 128           # nearer 27 than 24
-        assert tune.lookup("k", 30) == (128, 64, 4, 128, True, True, 4)  # cap, in-place rows, grid order ride along
+        assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
+                                            grid_n_first=False, grid_group=0, opaque_widen=False)
+        assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
+        assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
+        # cap, in-place rows, grid order and the opaque widening ride along
+        assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
+                                            grid_n_first=True, grid_group=4, opaque_widen=True)
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
         tune.lookup.cache_clear()
+
+
+def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeypatch):
+    from quantlay import runtime
+    table = dict(block_m=128, block_n=64, num_warps=8, maxnreg=128, inplace_rows=True, grid_n_first=True,
+                 grid_group=0, opaque_widen=True)
+    monkeypatch.setattr(tune, "lookup", lambda kernel, bucket, index=0: table if kernel == "k" else None)
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1)) == table
+    assert runtime.launch_settings("k", cpu, 1 << 20, (32, 64, 1)) == dict(  # off CUDA: no table
+        block_m=32, block_n=64, num_warps=1, **runtime.LAUNCH_DEFAULTS)
+    assert runtime.launch_settings("other", cuda, 1 << 20, (32, 64, 1))["block_m"] == 32
+    given = runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1), block_m=64, maxnreg=0, opaque_widen=False,
+                                    grid_group=None)
+    # the caller wins, maxnreg 0 lifts the table's cap, None leaves the table's setting
+    assert given == dict(table, block_m=64, maxnreg=None, opaque_widen=False)
 
 
 def test_candidates_hold_whole_blocks():
