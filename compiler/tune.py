@@ -112,7 +112,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         for cfg in best(GROUPS_RETIMED):
             for g in GRID_GROUPS:
                 if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
-                    measure(dict(cfg, grid_group=g))
+                    measure(dict(cfg, grid_n_first=False, grid_group=g))  # groups are an M-first order
         ms, cfg = min(timed, key=lambda t: t[0])
         winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **dict(cfg, maxnreg=cfg["maxnreg"] or None),
                         "shape": f"{shape[0]}x{shape[1]}",
