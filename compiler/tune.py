@@ -14,7 +14,7 @@ import functools
 import json
 import math
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 TABLE = Path(__file__).with_name("tuning.json")
 N_FIRST_RETIMED = 4  # the best M-first configurations retimed with the grid in N-first order
@@ -64,13 +64,16 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[dict]:
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
-         write: bool = True) -> List[dict]:
+         write: bool = True, device: str = "cuda", timer: Optional[Callable] = None) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
-    the grid in N-first order and in groups of column tiles; return (and store) the winners."""
+    the second direction's opaque widening (two-direction kernels), with the grid in N-first order and in
+    groups of column tiles; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
+    replays; the tests pass another one and device="cpu" to run the stages in the interpreter)."""
     import torch
     import triton
     from . import inputs, reference
     from .bench import time_call
+    timer = timer or (lambda fn: time_call(fn)[0])  # graph replays: no host time
     from . import spec as specmod
     from quantlay.generated import find
     kernels = specmod.shipped_kernels()
@@ -79,8 +82,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
     for (kname, opts), shape in ((v, s) for v in variants for s in shapes):
         mod = find(kname, **opts)
         variant = kernels[kname].variant(**opts)
-        x = inputs.normal(*shape, seed=1).cuda()
-        extra = (inputs.equal_groups(shape[0], "cuda"),) if variant.kernel.groups else ()
+        x = inputs.normal(*shape, seed=1).to(device)
+        extra = (inputs.equal_groups(shape[0], device),) if variant.kernel.groups else ()
         ref = reference.quantize(variant, x, *extra)
         moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
         timed = []
@@ -89,7 +92,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             res = mod.quantize(x, *extra, **cfg)
             if not all(torch.equal(res[k].tensor, ref[k]) for k in ref):
                 raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
-            ms = time_call(lambda: mod.quantize(x, *extra, **cfg))[0]  # graph replays: no host time
+            ms = timer(lambda: mod.quantize(x, *extra, **cfg))
             print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
                   f"maxnreg {cfg['maxnreg'] or None} inplace_rows {int(cfg['inplace_rows'])} "
                   f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']} "

@@ -70,3 +70,42 @@ def test_committed_table_rows_name_generated_kernels():
     for r in json.loads(tune.TABLE.read_text())["entries"]:
         assert r["kernel"] in names, r["kernel"]
         assert r["block_m"] > 0 and r["block_n"] > 0 and r["num_warps"] in (1, 2, 4, 8, 16)
+
+
+def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
+    """The tuner's stages on the CPU (interpreter; a fake timer makes each later candidate faster, and
+    the uncapped config in groups of 4 fastest of all): every candidate is checked bit-exact, the opaque
+    stage runs for a two-direction kernel as it is and capped, groups are timed M-first, and the
+    winner is stored with 'no cap' written as null."""
+    import itertools
+    from quantlay.generated import find
+    if torch.cuda.is_available():
+        import pytest
+        pytest.skip("runs the stages in the interpreter")
+    mod = find("mxfp8_torchao", with_gemm_swizzled_scales=False)
+    monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True)])
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": []}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    tune._table.cache_clear()
+    ticks = itertools.count()
+    timed = []
+
+    def timer(fn):
+        fn()
+        timed.append(1)
+        tick = next(ticks)
+        return 1.0 if tick == 11 else 100.0 - tick  # 11: the best N-first config (uncapped) in groups of 4
+    try:
+        (w,) = tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                         device="cpu", timer=timer)
+        # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4 tiles)
+        assert len(timed) == 2 + 4 + 4 + 4
+        assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
+        assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
+        stored = json.loads(table.read_text())["entries"]
+        assert [r["kernel"] for r in stored] == [mod.NAME] and stored[0]["maxnreg"] is None
+    finally:
+        tune._table.cache_clear()
+        tune.lookup.cache_clear()
