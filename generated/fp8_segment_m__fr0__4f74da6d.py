@@ -224,11 +224,11 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     G, goffs, poffs = runtime.group_offsets(NAME, group_lens, x2, 128)
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
-    # the caller's settings, else the committed table's (quantlay tune), else the template's default
+    # the caller's settings, else the committed table's (quantlay tune), else the template's default;
+    # block_m is the segment's 128 rows: one program per padded block of rows, which lies in one group
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen)
-    # (one program per padded block of 128 rows: it lies in one group)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x2 (the block shapes and tiled layouts)")
