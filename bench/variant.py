@@ -14,7 +14,7 @@ import importlib.util
 import torch
 
 from quantlay import inputs
-from quantlay.bench import copy_gbps, time_call
+from quantlay.bench import bytes_moved, copy_gbps, time_call
 from quantlay.generated import find
 from quantlay.spec import shipped_kernels
 
@@ -51,7 +51,7 @@ for path in a.files.split(","):
             same = all(torch.equal(out[k].tensor.view(torch.uint8), expected[k].tensor.view(torch.uint8))
                        for k in shipped.LAYOUTS)
             ms = time_call(lambda: mod.quantize(x, *args, **cfg))[0]
-            moved = x.numel() * 2 + sum(out[k].tensor.numel() * out[k].tensor.element_size() for k in shipped.LAYOUTS)
+            moved = bytes_moved(x, out.values())
             print(f"{path:40s} {c:18s} exact={same} {ms:.4f} ms {moved / ms / 1e6 / copy * 100:.1f}% of copy", flush=True)
         except Exception as exc:  # report and go on: one broken variant must not end the run
             print(f"{path:40s} {c:18s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)

@@ -72,6 +72,12 @@ def copy_gbps(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (med * 1e-3) / 1e9
 
 
+def bytes_moved(x: torch.Tensor, outputs) -> int:
+    """What GB/s counts: the input read once and every output (tensors or QuantizedTensors) written once."""
+    outs = [getattr(t, "tensor", t) for t in outputs]
+    return x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in outs)
+
+
 def mxfp4_entries() -> List[Entry]:
     """Generated MXFP4 cast-transpose kernels (flags on and off) and their peers."""
     from quantlay.generated import find
@@ -86,8 +92,7 @@ def mxfp4_entries() -> List[Entry]:
         def make(M, N, mod=mod):
             x = inputs.normal(M, N, seed=0).cuda()
             res = mod.quantize(x)
-            moved = x.numel() * x.element_size() + sum(t.tensor.numel() for t in res.values())
-            return (lambda: mod.quantize(x)), moved
+            return (lambda: mod.quantize(x)), bytes_moved(x, res.values())
 
         def validate(M, N, on=on):
             if on and (M % 64 or N % 64):
@@ -106,8 +111,7 @@ def reference_entries(variant, label: str, group: str) -> List[Entry]:
             x = inputs.normal(M, N, seed=0).cuda()
             fn = (lambda t: reference.quantize(variant, t))
             fn = torch.compile(fn) if compiled else fn
-            moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in fn(x).values())
-            return (lambda: fn(x)), moved
+            return (lambda: fn(x)), bytes_moved(x, fn(x).values())
         return run_maker
 
     return [Entry(f"torch eager reference ({label})", make(False), group=group),
@@ -129,9 +133,7 @@ def _generated_entries(spec_name: str, group: str) -> List[Entry]:
                 if kernel.groups:
                     args = (inputs.equal_groups(M, "cuda"),)
                 res = mod.quantize(x, *args)
-                moved = x.numel() * x.element_size() + sum(t.tensor.numel() * t.tensor.element_size()
-                                                            for t in res.values())
-                return (lambda: mod.quantize(x, *args)), moved
+                return (lambda: mod.quantize(x, *args)), bytes_moved(x, res.values())
 
             tag = ",".join(f"{k}={int(v)}" for k, v in opts.items())
             out.append(Entry(f"quantlay {kernel.name}" + (f" {tag}" if tag else ""), make,
@@ -159,7 +161,7 @@ def torchao_entries() -> List[Entry]:
             fn = getattr(k, fn_name)
             x = inputs.normal(M, N, seed=0).cuda()
             q, s = fn(x, 128)  # first call autotunes
-            return (lambda: fn(x, 128)), x.numel() * 2 + q.numel() + s.numel() * 4
+            return (lambda: fn(x, 128)), bytes_moved(x, (q, s))
 
         out.append(Entry(f"torchao {what} ({fn_name})", make, group="fp8"))
     return out

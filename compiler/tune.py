@@ -57,10 +57,9 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[dict]:
     if not rows:
         return None
     row = rows[min(rows, key=lambda b: (abs(b - bucket), -b))]  # ties: the larger bucket's entry
+    from .runtime import LAUNCH_DEFAULTS  # an entry without a setting was tuned with its default
     return {"block_m": row["block_m"], "block_n": row["block_n"], "num_warps": row["num_warps"],
-            "maxnreg": row.get("maxnreg"), "inplace_rows": bool(row.get("inplace_rows")),
-            "grid_n_first": bool(row.get("grid_n_first")), "grid_group": int(row.get("grid_group", 0)),
-            "opaque_widen": bool(row.get("opaque_widen"))}
+            **{k: row.get(k, v) for k, v in LAUNCH_DEFAULTS.items()}}
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
@@ -72,7 +71,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
     import torch
     import triton
     from . import inputs, reference
-    from .bench import time_call
+    from .bench import bytes_moved, time_call
+    from .runtime import LAUNCH_DEFAULTS
     timer = timer or (lambda fn: time_call(fn)[0])  # graph replays: no host time
     from . import spec as specmod
     from quantlay.generated import find
@@ -85,7 +85,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         x = inputs.normal(*shape, seed=1).to(device)
         extra = (inputs.equal_groups(shape[0], device),) if variant.kernel.groups else ()
         ref = reference.quantize(variant, x, *extra)
-        moved = x.numel() * x.element_size() + sum(t.numel() * t.element_size() for t in ref.values())
+        moved = bytes_moved(x, ref.values())
         timed = []
 
         def measure(cfg):
@@ -105,9 +105,9 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             return [cfg for _, cfg in sorted(timed, key=lambda t: t[0])[:n]]
 
         for bm, bn, w, regs, inplace in mod.CONFIGS:  # maxnreg 0: no cap, whatever the table says
-            measure(dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or 0, inplace_rows=inplace,
-                         grid_n_first=False, grid_group=0, opaque_widen=False))
-        if len({k.rsplit("_", 1)[0] for k in mod.LAYOUTS}) > 1:  # a second direction to widen opaquely
+            measure(dict(LAUNCH_DEFAULTS, block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or 0,
+                         inplace_rows=inplace))
+        if mod.OPAQUE_WIDENS:  # the kernel has a second direction that opaque_widen changes
             for cfg in best(OPAQUE_RETIMED):
                 for regs in sorted({cfg["maxnreg"], OPAQUE_CAP}, key=bool):
                     measure(dict(cfg, maxnreg=regs, opaque_widen=True))

@@ -27,8 +27,9 @@ NAME = "fp8_1x128_deepgemm_sm100__25ecf0d6"
 OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 2, 128  # what the blocks and tiled layouts need
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
-# grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
+# opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
     (32, 128, 2, None, False),
     (32, 128, 4, None, False),

@@ -30,8 +30,9 @@ NAME = "fp8_1x128_nvte__gr0__cc9ff749"
 OPTIONS = {"gemm_ready": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
+OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
-# grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
+# opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
     (128, 128, 8, None, False),
     (128, 128, 16, None, False),

@@ -30,8 +30,9 @@ NAME = "mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": False, "with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
+OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
-# grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
+# opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
     (32, 64, 1, None, False),
     (32, 64, 2, None, False),
