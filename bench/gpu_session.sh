@@ -2,7 +2,7 @@
 # One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
 # Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
 # Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes),
-# BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_S (seconds), PROFILE_KERNELS (space-separated), PROFILE_S.
+# BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated), PROFILE_S.
 # (writes logs under $OUT; .whl/ carries lark and, for the torchao peers, torchao 0.18)
 set -u
 export PYTHONUNBUFFERED=1 QUANTLAY_COMMIT="${1:-unknown}" TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1
@@ -16,7 +16,7 @@ for s in $STAGES; do
   case $s in
     tests) timeout "${TEST_S:-300}" python3 -m pytest -v -p no:cacheprovider --tb=short ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} ${TEST_K:+-k "$TEST_K"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "FAIL|ERROR|passed|failed" | cut -c1-160 ;;
     memcheck) timeout "${MEMCHECK_S:-400}" compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
-    tune) timeout "${TUNE_S:-300}" python3 -m quantlay.cli tune --kernel "${TUNE_KERNELS:-mxfp4_cast_transpose_hw}" --flags "${TUNE_FLAGS:-on,off}" --shape "${TUNE_SHAPE:-8192x8192}" 2>&1 | tee "$OUT/tune.log" | grep -E "^best|Error|error" | cut -c1-200; cp compiler/tuning.json "$OUT/" ;;
+    tune) timeout "${TUNE_S:-300}" python3 -m quantlay.cli tune --kernel "${TUNE_KERNELS:-mxfp4_cast_transpose_hw}" --flags "${TUNE_FLAGS:-on,off}" --shape "${TUNE_SHAPE:-8192x8192}" ${TUNE_MAX_TILE:+--max-tile "$TUNE_MAX_TILE"} 2>&1 | tee -a "$OUT/tune.log" | grep -E "^best|Error|error" | cut -c1-200; cp compiler/tuning.json "$OUT/" ;;
     compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
     profile) timeout "${PROFILE_S:-240}" ncu --clock-control none --profile-from-start off --kernel-name 'regex:_quantize_kernel|triton_fp8' --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis --metrics 'regex:^(smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|dram__bytes_(read|write)\.sum)$' python3 bench/ncu_launch.py ${PROFILE_KERNELS:-fp8_1x128_rocm_te fp8_1x128_colwise_transposed fp8_1x128_deepgemm mxfp8_nvte mxfp4_cast_transpose_hw} > "$OUT/profile.log" 2>&1; grep -E "profiled|autotuned|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Block Limit Reg" "$OUT/profile.log" | head -120 ;;
     verify) for f in dsl/specs/*.ql; do timeout 200 python3 -m quantlay.cli verify "$f" 2>&1 | tail -3; done | tee "$OUT/verify.log" ;;

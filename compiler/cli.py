@@ -141,7 +141,11 @@ def _cmd_tune(args) -> int:
         settings = args.flags.split(",") if kernels[name].options else ["off"]
         variants += [(name, dict.fromkeys(kernels[name].options, flags == "on")) for flags in settings]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shape.split(",")]
-    tune(variants, shapes=shapes)  # prints and stores each winner (one per size bucket)
+    try:
+        tune(variants, shapes=shapes, max_tile=args.max_tile)  # prints and stores each winner (one per bucket)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -195,6 +199,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
     t.add_argument("--shape", default="8192x8192", help="shapes, comma-separated: one winner per size bucket")
+    t.add_argument("--max-tile", type=int, default=None, metavar="ELEMENTS",
+                   help="sweep only tiles of at most this many elements, e.g. 8192 (a shorter sweep)")
     t.set_defaults(fn=_cmd_tune)
     c = sub.add_parser("compare", help="compare a hand-written kernel with the generated one and diagnose")
     c.add_argument("spec")

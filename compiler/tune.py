@@ -63,11 +63,13 @@ def lookup(kernel: str, bucket: int, device_index: int = 0) -> Optional[dict]:
 
 
 def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]] = ((8192, 8192),),
-         write: bool = True, device: str = "cuda", timer: Optional[Callable] = None) -> List[dict]:
+         write: bool = True, device: str = "cuda", timer: Optional[Callable] = None,
+         max_tile: Optional[int] = None) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
     the second direction's opaque widening (two-direction kernels), with the grid in N-first order and in
     groups of column tiles; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
-    replays; the tests pass another one and device="cpu" to run the stages in the interpreter)."""
+    replays; the tests pass another one and device="cpu" to run the stages in the interpreter).
+    `max_tile`: sweep only tiles of at most that many elements (a shorter sweep where large tiles lose)."""
     import torch
     import triton
     from . import inputs, reference
@@ -104,7 +106,11 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         def best(n):
             return [cfg for _, cfg in sorted(timed, key=lambda t: t[0])[:n]]
 
-        for bm, bn, w, regs, inplace in mod.CONFIGS:  # maxnreg 0: no cap, whatever the table says
+        configs = [c for c in mod.CONFIGS if not max_tile or c[0] * c[1] <= max_tile]
+        if not configs:
+            raise ValueError(f"{mod.NAME}: no candidate tile has at most max_tile={max_tile} elements; "
+                             f"the smallest has {min(c[0] * c[1] for c in mod.CONFIGS)}: raise --max-tile")
+        for bm, bn, w, regs, inplace in configs:  # maxnreg 0: no cap, whatever the table says
             measure(dict(LAUNCH_DEFAULTS, block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or 0,
                          inplace_rows=inplace))
         if mod.OPAQUE_WIDENS:  # the kernel has a second direction that opaque_widen changes

@@ -114,14 +114,13 @@ def _encode_rowwise(q):
 
 # rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 13 steps.)
+# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 _BF16X2_ROWWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
 mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
-mov.b32 k0, 0;
 mul.rn.bf16x2 q, $1, $5;
 lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
@@ -131,9 +130,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $1, $7;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
 lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
@@ -144,9 +141,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $2, $8;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
 lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
@@ -157,9 +152,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $3, $7;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
 lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
@@ -170,9 +163,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $4, $8;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $4, $8;
 lop3.b32 w3, c, z, 0x02000200, 0xF8;
 mad.lo.u32 w0, w2, 16, w0;
 mad.lo.u32 w1, w3, 16, w1;
@@ -185,13 +176,18 @@ prmt.b32 $0, w0, w1, 0x6420;
 @triton.jit
 def _bf16x2_consts_rowwise(mult):
     """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
-    multiplier, the sign-test multiplier min(mult * 2^16, 2^127), and the keep mask (0 in a NaN block)."""
+    multiplier, the sign threshold -T (T = 2^-150 / mult; -Inf in a NaN block) and the keep mask (0 in
+    a NaN block)."""
     mb = mult.to(tl.int32, bitcast=True)
     me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
     nan = mult != mult
-    ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(nan, 0xFF80, tb | 0x8000).to(tl.uint16).to(tl.int16, bitcast=True)
     keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me, ms, keep
+    return me, nt, keep
 
 
 @triton.jit
@@ -204,13 +200,12 @@ def _bf16x2_rowwise(lo, hi, mult):
     smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
     format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
-    products that underflow fp32 (|x| * mult <= 2^-150): z = x * (mult * 2^16) in bf16 underflows at the
-    same inputs (bf16's smallest subnormal is 2^16 times fp32's), and z + 0 turns -0 into +0. mult * 2^16
-    is capped at 2^127, where no nonzero bf16 x underflows either way. A NaN block (mult NaN) gets a zero
-    keep mask and sign-test multiplier: every byte 0, the NaN code (canonical NaNs are positive).
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
     """
-    me, ms, keep = _bf16x2_consts_rowwise(mult)
-    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 10, [lo, hi, me, ms, keep],
+    me, nt, keep = _bf16x2_consts_rowwise(mult)
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 10, [lo, hi, me, nt, keep],
                                      dtype=tl.uint8, is_pure=True, pack=4)
 
 
@@ -259,14 +254,13 @@ def _encode_colwise(q):
 
 # colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign-test multiplier, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 13 steps.)
+# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 _BF16X2_COLWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
 mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
-mov.b32 k0, 0;
 mul.rn.bf16x2 q, $1, $5;
 lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
@@ -276,9 +270,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $1, $7;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
 lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
@@ -289,9 +281,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $2, $8;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
 lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
@@ -302,9 +292,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $3, $7;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
 lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
@@ -315,9 +303,7 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-mul.rn.bf16x2 z, $4, $8;
-add.rn.bf16x2 z, z, k0;
-shr.u32 z, z, 6;
+set.lt.u32.bf16x2 z, $4, $8;
 lop3.b32 w3, c, z, 0x02000200, 0xF8;
 mad.lo.u32 w0, w2, 16, w0;
 mad.lo.u32 w1, w3, 16, w1;
@@ -330,13 +316,18 @@ prmt.b32 $0, w0, w1, 0x6420;
 @triton.jit
 def _bf16x2_consts_colwise(mult):
     """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
-    multiplier, the sign-test multiplier min(mult * 2^16, 2^127), and the keep mask (0 in a NaN block)."""
+    multiplier, the sign threshold -T (T = 2^-150 / mult; -Inf in a NaN block) and the keep mask (0 in
+    a NaN block)."""
     mb = mult.to(tl.int32, bitcast=True)
     me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
     nan = mult != mult
-    ms = tl.where(nan, 0, tl.minimum((mb >> 23) + 16, 254) << 7).to(tl.int16)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(nan, 0xFF80, tb | 0x8000).to(tl.uint16).to(tl.int16, bitcast=True)
     keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me, ms, keep
+    return me, nt, keep
 
 
 @triton.jit
@@ -349,13 +340,12 @@ def _bf16x2_colwise(lo, hi, mult):
     smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
     format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
-    products that underflow fp32 (|x| * mult <= 2^-150): z = x * (mult * 2^16) in bf16 underflows at the
-    same inputs (bf16's smallest subnormal is 2^16 times fp32's), and z + 0 turns -0 into +0. mult * 2^16
-    is capped at 2^127, where no nonzero bf16 x underflows either way. A NaN block (mult NaN) gets a zero
-    keep mask and sign-test multiplier: every byte 0, the NaN code (canonical NaNs are positive).
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
     """
-    me, ms, keep = _bf16x2_consts_colwise(mult)
-    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 10, [lo, hi, me, ms, keep],
+    me, nt, keep = _bf16x2_consts_colwise(mult)
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 10, [lo, hi, me, nt, keep],
                                      dtype=tl.uint8, is_pure=True, pack=4)
 
 

@@ -2,7 +2,7 @@
 
 Triton's interpreter cannot run inline PTX, so CPU tests execute the generated asm text with this model
 instead: bf16 arithmetic is exact in float64 and rounded to bf16 (nearest, ties to even, subnormals
-kept, NaN results canonical 0x7FFF); min/max return the non-NaN operand. These are the PTX ISA's rules
+kept, NaN results canonical 0x7FFF); min/max return the non-NaN operand; compares are ordered. These are the PTX ISA's rules
 for sm_90 bf16x2 arithmetic; the GPU test of the same encoders checks that the hardware agrees.
 """
 import re
@@ -50,6 +50,11 @@ def _minmax(pick):
     return op
 
 
+def _set_lt(x, y):
+    """set.lt.u32: 0xFFFF where x < y (ordered: false with a NaN; -0 equals +0)."""
+    return torch.where(_val(x) < _val(y), 0xFFFF, 0)
+
+
 def _lop3(a, b, c, lut):
     out = torch.zeros_like(a)
     for i in range(8):
@@ -75,6 +80,7 @@ OPS = {
     "sub.rn.bf16x2": lambda a, b: _halves(_arith(torch.sub), a, b),
     "min.bf16x2": lambda a, b: _halves(_minmax(torch.lt), a, b),
     "max.bf16x2": lambda a, b: _halves(_minmax(torch.gt), a, b),
+    "set.lt.u32.bf16x2": lambda a, b: _halves(_set_lt, a, b),
     "and.b32": lambda a, b: a & b,
     "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
     "shr.u32": lambda a, b: a >> b,

@@ -90,9 +90,11 @@ def test_hardware_convert_matches_reference_everywhere(name, direction):
 
 # ---- the bf16x2 PTX encoder of the MXFP4 kernels (compiled kernels only) --------------------------
 PAIR_CASES = [("mxfp4_cast_transpose_hw", "rowwise"), ("mxfp4_cast_transpose_hw", "colwise")]
-# multipliers 2^(127 - e) where the sign test changes regime: capped (e <= 15), fp32 products that can
-# underflow (e >= 144), the subnormal multiplier (254) and a NaN block (255)
-CPU_E = [0, 1, 15, 16, 17, 64, 120, 126, 127, 128, 129, 143, 144, 145, 150, 200, 250, 253, 254, 255]
+# multipliers 2^(127 - e) where the sign test changes regime: no bf16 x underflows fp32 (e < 144),
+# thresholds in bf16's subnormals (144..150) and normals (> 150), the subnormal multiplier (254) and a
+# NaN block (255)
+CPU_E = [0, 1, 15, 16, 17, 64, 120, 126, 127, 128, 129, 143, 144, 145, 146, 149, 150, 151, 152, 200, 250,
+         253, 254, 255]
 
 
 def _pair_inputs(e_values):
@@ -132,11 +134,11 @@ def _consts(mod, direction, mult):
 
 
 @triton.jit
-def _run_consts(mult_ptr, me_ptr, ms_ptr, keep_ptr, n, CONSTS: tl.constexpr, BLOCK: tl.constexpr):
+def _run_consts(mult_ptr, me_ptr, nt_ptr, keep_ptr, n, CONSTS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    me, ms, keep = CONSTS(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
+    me, nt, keep = CONSTS(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
     tl.store(me_ptr + offs, me.to(tl.int16, bitcast=True), mask=offs < n)
-    tl.store(ms_ptr + offs, ms.to(tl.int16, bitcast=True), mask=offs < n)
+    tl.store(nt_ptr + offs, nt.to(tl.int16, bitcast=True), mask=offs < n)
     tl.store(keep_ptr + offs, keep, mask=offs < n)
 
 
@@ -158,11 +160,11 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
     lo, hi, e = _pair_inputs(CPU_E)
     # the kernel's own multipliers and per-block constants (on CUDA compiled, else in the interpreter)
     mult = _mult(mod, direction, e.to(DEVICE))
-    me, ms, keep = (t.cpu() for t in _consts(mod, direction, mult))
+    me, nt, keep = (t.cpu() for t in _consts(mod, direction, mult))
     mult = mult.cpu()
     g = lambda t: t.reshape(-1, 4)  # noqa: E731
     ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *ptx_model.pack_bf16(g(me)),
-           *ptx_model.pack_bf16(g(ms)), *ptx_model.pack_bf16(g(keep))]
+           *ptx_model.pack_bf16(g(nt)), *ptx_model.pack_bf16(g(keep))]
     out = ptx_model.run(asm, ops)
     got = torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
     want = _pair_reference(variant, direction, lo, hi, mult)

@@ -75,15 +75,16 @@ def test_committed_table_rows_name_generated_kernels():
 def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
     """The tuner's stages on the CPU (interpreter; a fake timer makes each later candidate faster, and
     the uncapped config in groups of 4 fastest of all): every candidate is checked bit-exact, the opaque
-    stage runs for a two-direction kernel as it is and capped, groups are timed M-first, and the
-    winner is stored with 'no cap' written as null."""
+    stage runs for a two-direction kernel as it is and capped, groups are timed M-first, the
+    winner is stored with 'no cap' written as null, and max_tile leaves out larger tiles (none left: an
+    error naming the fix)."""
     import itertools
     from quantlay.generated import find
+    import pytest
     if torch.cuda.is_available():
-        import pytest
         pytest.skip("runs the stages in the interpreter")
     mod = find("mxfp8_torchao", with_gemm_swizzled_scales=False)
-    monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True)])
+    monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True), (64, 64, 1, None, False)])
     table = tmp_path / "tuning.json"
     table.write_text(json.dumps({"entries": []}))
     monkeypatch.setattr(tune, "TABLE", table)
@@ -99,13 +100,16 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         return 1.0 if tick == 11 else 100.0 - tick  # 11: the best N-first config (uncapped) in groups of 4
     try:
         (w,) = tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
-                         device="cpu", timer=timer)
+                         device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4 tiles)
         assert len(timed) == 2 + 4 + 4 + 4
         assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
         stored = json.loads(table.read_text())["entries"]
         assert [r["kernel"] for r in stored] == [mod.NAME] and stored[0]["maxnreg"] is None
+        with pytest.raises(ValueError, match="max_tile=1024"):
+            tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                      device="cpu", timer=timer, max_tile=1024)
     finally:
         tune._table.cache_clear()
         tune.lookup.cache_clear()
