@@ -106,6 +106,16 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         def best(n):
             return [cfg for _, cfg in sorted(timed, key=lambda t: t[0])[:n]]
 
+        def winner(stage):
+            """The best so far, stored after each stage: a sweep cut short (a device time limit) keeps it."""
+            ms, cfg = min(timed, key=lambda t: t[0])
+            row = {"kernel": mod.NAME, "gpu": gpu, "triton": tv, **dict(cfg, maxnreg=cfg["maxnreg"] or None),
+                   "shape": f"{shape[0]}x{shape[1]}", "median_ms": round(ms, 4)}
+            print(f"best {mod.NAME} at {shape[0]}x{shape[1]} after the {stage}: {cfg} ({ms:.4f} ms)", flush=True)
+            if write:
+                _store(row)
+            return row
+
         configs = [c for c in mod.CONFIGS if not max_tile or c[0] * c[1] <= max_tile]
         if not configs:
             raise ValueError(f"{mod.NAME}: no candidate tile has at most max_tile={max_tile} elements; "
@@ -113,24 +123,21 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
         for bm, bn, w, regs, inplace in configs:  # maxnreg 0: no cap, whatever the table says
             measure(dict(LAUNCH_DEFAULTS, block_m=bm, block_n=bn, num_warps=w, maxnreg=regs or 0,
                          inplace_rows=inplace))
+        winner("sweep")
         if mod.OPAQUE_WIDENS:  # the kernel has a second direction that opaque_widen changes
             for cfg in best(OPAQUE_RETIMED):
                 for regs in sorted({cfg["maxnreg"], OPAQUE_CAP}, key=bool):
                     measure(dict(cfg, maxnreg=regs, opaque_widen=True))
+            winner("opaque stage")
         # the grid order matters most for the best tiles: retime those in the other orders
         for cfg in best(N_FIRST_RETIMED):
             measure(dict(cfg, grid_n_first=True))
+        winner("N-first stage")
         for cfg in best(GROUPS_RETIMED):
             for g in GRID_GROUPS:
                 if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
                     measure(dict(cfg, grid_n_first=False, grid_group=g))  # groups are an M-first order
-        ms, cfg = min(timed, key=lambda t: t[0])
-        winners.append({"kernel": mod.NAME, "gpu": gpu, "triton": tv, **dict(cfg, maxnreg=cfg["maxnreg"] or None),
-                        "shape": f"{shape[0]}x{shape[1]}",
-                        "median_ms": round(ms, 4)})
-        print(f"best {mod.NAME} at {shape[0]}x{shape[1]}: {cfg} ({ms:.4f} ms)", flush=True)
-        if write:
-            _store(winners[-1])
+        winners.append(winner("group stage"))
     return winners
 
 

@@ -76,8 +76,8 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
     """The tuner's stages on the CPU (interpreter; a fake timer makes each later candidate faster, and
     the uncapped config in groups of 4 fastest of all): every candidate is checked bit-exact, the opaque
     stage runs for a two-direction kernel as it is and capped, groups are timed M-first, the
-    winner is stored with 'no cap' written as null, and max_tile leaves out larger tiles (none left: an
-    error naming the fix)."""
+    winner is stored with 'no cap' written as null, a sweep cut short keeps the best of its finished
+    stages, and max_tile leaves out larger tiles (none left: an error naming the fix)."""
     import itertools
     from quantlay.generated import find
     import pytest
@@ -107,6 +107,21 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
         stored = json.loads(table.read_text())["entries"]
         assert [r["kernel"] for r in stored] == [mod.NAME] and stored[0]["maxnreg"] is None
+        # a sweep cut short (a device time limit) in the group stage keeps the best of the stages before it
+        table.write_text(json.dumps({"entries": []}))
+        tune._table.cache_clear()
+        cut = itertools.count()
+
+        def cut_timer(fn):
+            tick = next(cut)
+            if tick == 10:  # 2 sweeps + 4 opaque + 4 N-first: the first group candidate
+                raise KeyboardInterrupt
+            return 100.0 - tick
+        with pytest.raises(KeyboardInterrupt):
+            tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                      device="cpu", timer=cut_timer, max_tile=2048)
+        (kept,) = json.loads(table.read_text())["entries"]
+        assert kept["grid_n_first"] and kept["median_ms"] == 91.0
         with pytest.raises(ValueError, match="max_tile=1024"):
             tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                       device="cpu", timer=timer, max_tile=1024)
