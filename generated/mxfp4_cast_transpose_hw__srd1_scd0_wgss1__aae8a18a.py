@@ -116,22 +116,19 @@ def _encode_rowwise(q):
     mag = steps + ((mb - 0x4A800000) >> 22)
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
+
+
 # rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
-# $0: the four bytes; $1..$4: one byte's element pair each (low nibble's element in the low half: the
-# words as loaded, the pairs lying along the row); $5..$8: multiplier, $9..$12: sign threshold,
-# $13..$16: keep mask, each for the word of the same index, its 16-bit pattern in both halves. Each word
-# leaves its low and high element's codes at bits 6 and 22. Per word pair, s = (w0 >> 6) + w1 * 4
-# holds w0's codes at bits 0 and 16 and w1's at 8 and 24 (no bits overlap), and s + (s >> 12) (one
-# mad.hi) puts each high code beside its low one: bytes 0 and 1 are the pair's two bytes.
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
 # (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
-_BF16X2_ROWWISE_WORDS = True  # the operand form above (tests/ptx_model.py builds it)
 _BF16X2_ROWWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
 mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, $13, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -139,10 +136,10 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-set.lt.u32.bf16x2 z, $1, $9;
+set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, $14, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -150,10 +147,10 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-set.lt.u32.bf16x2 z, $2, $10;
+set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $3, $7;
-lop3.b32 a, q, $15, 0x7FFF7FFF, 0x80;
+mul.rn.bf16x2 q, $3, $5;
+lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -161,10 +158,10 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-set.lt.u32.bf16x2 z, $3, $11;
+set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $4, $8;
-lop3.b32 a, q, $16, 0x7FFF7FFF, 0x80;
+mul.rn.bf16x2 q, $4, $6;
+lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -172,15 +169,13 @@ add.u32 m, t, 0x03000300;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
-set.lt.u32.bf16x2 z, $4, $12;
+set.lt.u32.bf16x2 z, $4, $8;
 lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
 shr.u32 w0, w0, 6;
-mad.lo.u32 w0, w1, 4, w0;
-mad.hi.u32 w0, w0, 1048576, w0;
-shr.u32 w2, w2, 6;
-mad.lo.u32 w2, w3, 4, w2;
-mad.hi.u32 w2, w2, 1048576, w2;
-prmt.b32 $0, w0, w2, 0x5410;
+shr.u32 w1, w1, 6;
+prmt.b32 $0, w0, w1, 0x6420;
 }""")
 
 
@@ -216,10 +211,7 @@ def _bf16x2_rowwise(lo, hi, mult):
     A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
     """
     me, nt, keep = _bf16x2_consts_rowwise(mult)
-    # one 32-bit word per byte (as loaded) and each constant in both halves of its own word: no
-    # instance relies on which elements it is given together
-    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 16,
-                                     [_word16x2(lo, hi), _word16x2(me, me), _word16x2(nt, nt), _word16x2(keep, keep)],
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 10, [lo, hi, me, nt, keep],
                                      dtype=tl.uint8, is_pure=True, pack=4)
 
 
@@ -264,12 +256,12 @@ def _encode_colwise(q):
     mag = steps + ((mb - 0x4A800000) >> 22)
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
+
+
 # colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
-# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2: the transposed tile's pairs
-# are regrouped anyway, so each register holds two bytes' elements of one nibble); $5 $6: multiplier,
-# $7 $8: sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
 # (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
-_BF16X2_COLWISE_WORDS = False  # the operand form above (tests/ptx_model.py builds it)
 _BF16X2_COLWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
 mov.b32 kmax, 0x40C040C0;
@@ -367,13 +359,6 @@ def _bf16x2_colwise(lo, hi, mult):
 def _max_u16x2(a, b):
     """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
     return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
-
-
-@triton.jit
-def _word16x2(lo, hi):
-    """Two 16-bit patterns (int16) -> one int32 word, lo in the low half (the bf16x2 encoders' operands)."""
-    w = lo.to(tl.uint16, bitcast=True).to(tl.uint32) | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16)
-    return w.to(tl.int32, bitcast=True)
 
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,

@@ -85,7 +85,6 @@ OPS = {
     "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
     "shr.u32": lambda a, b: a >> b,
     "mad.lo.u32": lambda a, b, c: (a * b + c) & 0xFFFFFFFF,
-    "mad.hi.u32": lambda a, b, c: (((a * b) >> 32) + c) & 0xFFFFFFFF,
     "lop3.b32": _lop3,
     "prmt.b32": _prmt,
 }
@@ -114,8 +113,3 @@ def run(asm: str, operands):
 def pack_bf16(h: torch.Tensor) -> list:
     """Four-element groups of 16-bit patterns [n, 4] -> two registers (elements 0|1, 2|3)."""
     return [h[:, 0] | (h[:, 1] << 16), h[:, 2] | (h[:, 3] << 16)]
-
-
-def words(lo: torch.Tensor, hi: torch.Tensor) -> list:
-    """Four-element groups of 16-bit patterns [n, 4] -> four registers, element i's lo | hi << 16."""
-    return [lo[:, i] | (hi[:, i] << 16) for i in range(4)]

@@ -163,10 +163,8 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
     me, nt, keep = (t.cpu() for t in _consts(mod, direction, mult))
     mult = mult.cpu()
     g = lambda t: t.reshape(-1, 4)  # noqa: E731
-    if getattr(mod, f"_BF16X2_{direction.upper()}_WORDS"):  # one word per byte, constants per word
-        ops = [None, *ptx_model.words(g(lo), g(hi))] + [r for k in (me, nt, keep) for r in ptx_model.words(g(k), g(k))]
-    else:  # registers of two bytes' low (high) nibble elements, constants matching element for element
-        ops = [None] + [r for k in (lo, hi, me, nt, keep) for r in ptx_model.pack_bf16(g(k))]
+    ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *ptx_model.pack_bf16(g(me)),
+           *ptx_model.pack_bf16(g(nt)), *ptx_model.pack_bf16(g(keep))]
     out = ptx_model.run(asm, ops)
     got = torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
     want = _pair_reference(variant, direction, lo, hi, mult)
