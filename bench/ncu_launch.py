@@ -15,15 +15,14 @@ import argparse
 import torch
 
 from quantlay import inputs
-from quantlay.generated import find
-from quantlay.spec import shipped_kernels
+
+import named  # bench/named.py: KERNEL[@off] names
 
 p = argparse.ArgumentParser()
 p.add_argument("kernels", nargs="+")
 p.add_argument("--shape", default="16384x8192")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
-specs = shipped_kernels()
 x = inputs.normal(M, N, seed=0).cuda()
 cudart = torch.cuda.cudart()
 
@@ -48,8 +47,6 @@ for name in a.kernels:
         profile_one(name, lambda: fn(x, 128))
         print(f"  {fn_name} autotuned config: {getattr(getattr(tk, fn_name + '_kernel', None), 'best_config', '?')}")
         continue
-    base, _, flags = name.partition("@")
-    k = specs[base]
-    mod = find(base, **dict.fromkeys(k.options, flags != "off"))
+    k, mod = named.shipped(name)
     args = (inputs.equal_groups(M, "cuda"),) if k.groups else ()
     profile_one(mod.NAME, lambda: mod.quantize(x, *args))

@@ -15,8 +15,8 @@ import torch
 
 from quantlay import inputs
 from quantlay.bench import bytes_moved, copy_gbps, time_call
-from quantlay.generated import find
-from quantlay.spec import shipped_kernels
+
+import named  # bench/named.py: KERNEL[@off] names
 
 p = argparse.ArgumentParser()
 p.add_argument("kernel", help="shipped kernel name; @off sets every option off")
@@ -26,9 +26,7 @@ p.add_argument("configs", help="semicolon-separated bm,bn,warps,maxnreg(0: none)
 p.add_argument("--shape", default="16384x8192")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
-base, _, flags = a.kernel.partition("@")
-kernel = shipped_kernels()[base]
-shipped = find(base, **dict.fromkeys(kernel.options, flags != "off"))
+kernel, shipped = named.shipped(a.kernel)
 x = inputs.normal(M, N, seed=1).cuda()
 x.view(-1)[::977] = 0  # zeros and subnormals among the normal values
 x.view(-1)[5::1231] *= 1e-30

@@ -173,6 +173,19 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
                            for i in bad.nonzero().flatten()[:5].tolist()]
 
 
+@pytest.mark.parametrize("name,direction", PAIR_CASES)
+def test_bf16x2_sign_threshold_for_every_e8m0_byte(name, direction):
+    """The per-block sign threshold -T, T = 2^-150 / mult, against torch's own rounding of 2^(e - 277)
+    to bf16 (0 below half its smallest subnormal), for every E8M0 byte; -Inf in a NaN block."""
+    kernel = shipped_kernels()[name]
+    mod = find(name, **dict.fromkeys(kernel.options, False))
+    e = torch.arange(256, dtype=torch.int64)
+    _, nt, _ = (t.cpu() for t in _consts(mod, direction, _mult(mod, direction, e.to(DEVICE))))
+    t = torch.tensor([2.0 ** (int(v) - 277) for v in e[:255]], dtype=torch.float64).to(torch.bfloat16)
+    want = torch.cat([(t.view(torch.int16).to(torch.int64) & 0xFFFF) | 0x8000, torch.tensor([0xFF80])])
+    assert torch.equal(nt, want), [(int(v), hex(int(nt[v])), hex(int(want[v]))) for v in (nt != want).nonzero().flatten()[:5]]
+
+
 @triton.jit
 def _run_pairs(lo_ptr, hi_ptr, mult_ptr, out_ptr, n, PAIRS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
