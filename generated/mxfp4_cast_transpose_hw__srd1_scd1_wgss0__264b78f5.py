@@ -30,7 +30,7 @@ NAME = "mxfp4_cast_transpose_hw__srd1_scd1_wgss0__264b78f5"
 OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 64  # what the blocks and tiled layouts need
-OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
@@ -453,8 +453,6 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
     xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
-    if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-        xt = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xt], dtype=tl.int16, is_pure=False, pack=2)
     if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
         m = tl.reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, _max_u16x2)
         m = tl.trans(tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]))
