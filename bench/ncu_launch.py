@@ -39,6 +39,16 @@ def profile_one(label, launch):
 
 
 for name in a.kernels:
+    if ".py" in name:  # an edited copy of a generated module: PATH[:bm,bn,warps,maxnreg,inplace,n_first,group,opaque]
+        import importlib.util
+        path, _, cfg_text = name.partition(":")
+        spec = importlib.util.spec_from_file_location("variant", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        keys = ("block_m", "block_n", "num_warps", "maxnreg", "inplace_rows", "grid_n_first", "grid_group", "opaque_widen")
+        cfg = dict(zip(keys, (int(v) for v in cfg_text.split(",")))) if cfg_text else {}
+        profile_one(name, lambda: mod.quantize(x, **cfg))
+        continue
     if name.startswith("torchao:"):
         os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
         from torchao.prototype.blockwise_fp8_training import kernels as tk  # optional peer

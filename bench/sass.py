@@ -17,6 +17,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from quantlay import runtime  # noqa: E402
 from quantlay.generated import find  # noqa: E402
 
 p = argparse.ArgumentParser()
@@ -50,7 +51,8 @@ sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
-                             "OPAQUE_WIDEN": a.opaque_widen}.items() if k in fn.arg_names}
+                             "OPAQUE_WIDEN": a.opaque_widen,
+                             "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32)}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"
@@ -89,3 +91,4 @@ for op, n in ops.most_common(25):
 if a.dump:
     open("/tmp/kernel.sass", "w").write(sass)
     open("/tmp/kernel.ttgir", "w").write(k.asm["ttgir"])
+    open("/tmp/kernel.cubin", "wb").write(k.asm["cubin"])

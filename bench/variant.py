@@ -30,6 +30,8 @@ kernel, shipped = named.shipped(a.kernel)
 x = inputs.normal(M, N, seed=1).cuda()
 x.view(-1)[::977] = 0  # zeros and subnormals among the normal values
 x.view(-1)[5::1231] *= 1e-30
+x.view(-1)[7::100003] = float("inf")  # a few blocks with Inf and NaN
+x.view(-1)[11::200003] = float("nan")
 args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
 expected = shipped.quantize(x, *args)
 copy = copy_gbps()

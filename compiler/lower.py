@@ -351,9 +351,15 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         data = lower_output(variant.output(f"{d.name}_data"), d, variant, sizes, oriented)
         scale = lower_output(variant.output(f"{d.name}_scale"), d, variant, sizes, oriented)
         dctx["data"], dctx["scale"] = data, scale
+        # a transposed 4-bit direction of bf16 input (the bf16x2 encoder) quantizes row pairs where they
+        # were loaded (even and odd rows apart) and transposes its bytes, not the bf16 tile
+        dctx["pair"] = oriented and dctx["packed"] and dctx["bf16x2"] and not k.groups
         directions.append(dctx)
         outputs += [data, scale]
     tr.check()
+    if sum(d["pair"] for d in directions) != 1:  # the even/odd row load serves one such direction
+        for d in directions:
+            d["pair"] = False
     import math
     # A tile must hold whole blocks along each axis and whole units of every tiled layout; narrower tiles
     # than the default stay legal for the tuner. The default (used without a tuned entry) is what the
@@ -380,6 +386,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "min_tile_m": tile_m, "min_tile_n": tile_n,
         "has_inplace_option": any(c["inplace_option"] for c in directions),
+        "pair_rows": any(c["pair"] for c in directions),
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),

@@ -200,6 +200,21 @@ def launch_grid(tiles_m: int, tiles_n: int, n_first: bool, group: int = 0):
     return (tiles_m, tiles_n), False, 0
 
 
+def pair_run(block_m: int, block_n: int, num_warps: int, block_rows: int) -> int:
+    """Consecutive row pairs per thread for a kernel that loads even and odd rows apart (PAIR_RUN).
+
+    Triton lays a [block_m / 2, block_n] int16 load out as 16-byte pieces of a row per thread, the lanes
+    along N first: block_n / 8 lanes (at most 32) per row, the rest of the warps' threads along M. Each
+    thread then holds block_m / 2 / (threads along M) rows; making those consecutive row pairs lets the
+    code bytes transpose in words. The result is a power of two that divides the tile's and a block's
+    pairs (speed only: any such value gives the same bytes)."""
+    lanes_n = min(32, max(1, block_n // 8))
+    threads_m = num_warps * (32 // lanes_n)
+    run = max(1, (block_m // 2) // threads_m)
+    run = 1 << (run.bit_length() - 1)
+    return min(run, max(1, block_rows // 2), max(1, block_m // 2))
+
+
 def needs_int64(*numels: int) -> bool:
     """64-bit offsets are needed once any buffer reaches 2^31 elements."""
     return max(numels) >= 2 ** 31

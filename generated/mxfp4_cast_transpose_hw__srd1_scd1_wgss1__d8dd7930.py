@@ -347,6 +347,14 @@ def _bf16x2_colwise(lo, hi, mult):
 
 
 @triton.jit
+def _abs_pairs(x):
+    """bf16 bits (int16 [R, C]) -> |x| of column pairs 2k, 2k + 1 as the halves of one int32 [R, C // 2]
+    (the loaded registers as they are, and one mask)."""
+    xl, xh = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
+    return (xl.to(tl.uint16, bitcast=True).to(tl.uint32) | (xh.to(tl.uint16, bitcast=True).to(tl.uint32) << 16)).to(tl.int32, bitcast=True) & 0x7FFF7FFF
+
+
+@triton.jit
 def _max_u16x2(a, b):
     """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
     return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
@@ -355,7 +363,8 @@ def _max_u16x2(a, b):
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     PAIR_RUN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -368,6 +377,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    PAIR_RUN: the even and odd rows load apart, each thread holding runs of PAIR_RUN consecutive row
+    pairs (runtime.pair_run matches the load layout; any power of two up to a block's pairs is correct).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -383,17 +394,27 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+    # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+    # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+    # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+    L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+    ii = tl.arange(0, BLOCK_M // 2)
+    offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+    xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
     if EVEN:
-        xi = tl.load(x_ptrs)
+        xe = tl.load(xe_ptrs)
+        xo = tl.load(xe_ptrs + stride_xm)
     else:
-        xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+    xi = tl.reshape(tl.permute(tl.reshape(tl.join(xe, xo), [PAIR_RUN, L, BLOCK_N, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N])
 
     if HW_CVT:  # the loaded registers hold bf16 pairs along N: |x| of both by one mask (bf16x2 directions)
-        xl, xh = tl.split(tl.reshape(xi, [BLOCK_M, BLOCK_N // 2, 2]))
-        ab2 = (xl.to(tl.uint16, bitcast=True).to(tl.uint32) | (xh.to(tl.uint16, bitcast=True).to(tl.uint32) << 16)).to(tl.int32, bitcast=True) & 0x7FFF7FFF
+        abe = _abs_pairs(xe)  # even rows, odd rows; ab2: the tile's rows in order
+        abo = _abs_pairs(xo)
+        ab2 = tl.reshape(tl.permute(tl.reshape(tl.join(abe, abo), [PAIR_RUN, L, BLOCK_N // 2, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N // 2])
 
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
@@ -453,35 +474,36 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
-    xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
-    if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
-        m = tl.reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, _max_u16x2)
-        m = tl.trans(tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]))
-        amax = m << 16  # fp32 bits of each column block's |x| max (NaN bits still above Inf)
+    # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+    # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+    if HW_CVT:  # a u16x2 max per two columns, over the pairs of each block
+        m = tl.reduce(tl.reshape(_max_u16x2(abe, abo), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 2, _max_u16x2)
+        m = tl.reduce(m, 0, _max_u16x2)
+        amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16  # fp32 bits
     else:
-        xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-        x = xb.to(tl.float32, bitcast=True)
-        # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-        ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-        amax = tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way).
-    blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
+        # |x| as fp32 bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
+        ab = tl.maximum((xe.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF,
+                        (xo.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF)
+        amax = tl.max(tl.max(tl.reshape(ab, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N]), axis=2), axis=0)
+    # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+    blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
     e_colwise = _e8m0_colwise(amax)
     mult = _multiplier_colwise(e_colwise)
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
-        lo, hi = tl.split(tl.reshape(xt, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]))
-        packed = tl.reshape(_bf16x2_colwise(lo, hi, mult[:, :, None]), [BLOCK_N, BLOCK_M // 2])
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
+    lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+    hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
+    if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
+        pk = _bf16x2_colwise(lo, hi, mult[None, :, None, :])
     else:
-        q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
-        q_even, q_odd = tl.split(q)
-        packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
+        q_lo = (lo.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]
+        q_hi = (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]
+        pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
         # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-        packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_N, BLOCK_M // 32, 32 // 2])), [BLOCK_N, BLOCK_M // 2])
+        pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
+    packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
 
     ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
     tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
@@ -577,6 +599,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                                                          cfg["grid_n_first"], cfg["grid_group"])
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     kwargs = {"num_warps": cfg["num_warps"]}
+    kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 32)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),

@@ -117,6 +117,22 @@ def test_opaque_widening_matches_reference(name, opts, tile, shape, maxnreg):
     check(name, opts, tile, shape, seed=11, opaque_widen=True, maxnreg=maxnreg)
 
 
+MXFP4_ON = CASES[0][1]
+PAIR_RUNS = [  # the MXFP4 colwise direction loads even and odd rows apart, with runs of PAIR_RUN pairs per
+    # thread (runtime.pair_run); each run length it can take, options on and off, on ragged shapes
+    ((32, 64), 4, 1, {}), ((64, 64), 4, 2, MXFP4_ON), ((64, 64), 2, 4, {}), ((128, 64), 2, 8, MXFP4_ON),
+    ((128, 128), 1, 16, {}),
+]
+
+
+@pytest.mark.parametrize("tile,warps,run,opts", PAIR_RUNS, ids=[f"run{c[2]}" for c in PAIR_RUNS])
+def test_pair_runs_match_reference(tile, warps, run, opts):
+    from quantlay.runtime import pair_run
+    assert pair_run(tile[0], tile[1], warps, 32) == run
+    shape = (192, 320) if opts else (162, 202)  # the shuffled layouts need 64-row and 64-column multiples
+    check("mxfp4_cast_transpose_hw", opts, tile, shape, seed=12, num_warps=warps)
+
+
 def test_launch_grid_keeps_to_cuda_limits():
     from quantlay.runtime import MAX_GRID_Y, launch_grid
     assert launch_grid(10, 3, False) == ((10, 3), False, 0)
