@@ -120,15 +120,18 @@ def _encode_rowwise(q):
 
 # rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
+# block, whose multiplier is NaN) is the multiplier compared with itself.
 # (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 _BF16X2_ROWWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -139,7 +142,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -150,7 +153,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -161,7 +164,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -180,25 +183,23 @@ prmt.b32 $0, w0, w1, 0x6420;
 
 
 @triton.jit
-def _bf16x2_consts_rowwise(mult):
-    """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
-    multiplier, the sign threshold -T (T = 2^-150 / mult; -Inf in a NaN block) and the keep mask (0 in
-    a NaN block)."""
+def _bf16x2_word_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
     mb = mult.to(tl.int32, bitcast=True)
-    me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
-    nan = mult != mult
     # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
     # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
     t = 104 - (mb >> 23)
     tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
-    nt = tl.where(nan, 0xFF80, tb | 0x8000).to(tl.uint16).to(tl.int16, bitcast=True)
-    keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me, nt, keep
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
 
 
 @triton.jit
-def _bf16x2_rowwise(lo, hi, mult):
-    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; the block's multiplier `mult`) -> bytes lo | hi << 4.
+def _bf16x2_rowwise(lo, hi, kw):
+    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
@@ -210,8 +211,7 @@ def _bf16x2_rowwise(lo, hi, mult):
     (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
     A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
     """
-    me, nt, keep = _bf16x2_consts_rowwise(mult)
-    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 10, [lo, hi, me, nt, keep],
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
                                      dtype=tl.uint8, is_pure=True, pack=4)
 
 
@@ -260,15 +260,18 @@ def _encode_colwise(q):
 
 # colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign threshold, $9 $10: keep mask, each matching $1 $2 (and so $3 $4) element for element.
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
+# block, whose multiplier is NaN) is the multiplier compared with itself.
 # (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 _BF16X2_COLWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -279,7 +282,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -290,7 +293,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, $9, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -301,7 +304,7 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, $10, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
@@ -320,25 +323,23 @@ prmt.b32 $0, w0, w1, 0x6420;
 
 
 @triton.jit
-def _bf16x2_consts_colwise(mult):
-    """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants (16-bit patterns): the
-    multiplier, the sign threshold -T (T = 2^-150 / mult; -Inf in a NaN block) and the keep mask (0 in
-    a NaN block)."""
+def _bf16x2_word_colwise(mult):
+    """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
     mb = mult.to(tl.int32, bitcast=True)
-    me = (mb >> 16).to(tl.int16)  # exact: E8M0 multipliers are bf16 values
-    nan = mult != mult
     # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
     # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
     t = 104 - (mb >> 23)
     tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
-    nt = tl.where(nan, 0xFF80, tb | 0x8000).to(tl.uint16).to(tl.int16, bitcast=True)
-    keep = tl.where(nan, 0, -1).to(tl.int16)
-    return me, nt, keep
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
 
 
 @triton.jit
-def _bf16x2_colwise(lo, hi, mult):
-    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; the block's multiplier `mult`) -> bytes lo | hi << 4.
+def _bf16x2_colwise(lo, hi, kw):
+    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
@@ -350,8 +351,7 @@ def _bf16x2_colwise(lo, hi, mult):
     (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
     A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
     """
-    me, nt, keep = _bf16x2_consts_colwise(mult)
-    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 10, [lo, hi, me, nt, keep],
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
                                      dtype=tl.uint8, is_pure=True, pack=4)
 
 
@@ -445,16 +445,21 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if INPLACE_ROWS:
         e_rowwise = _e8m0_rowwise(amax)
         mult = _multiplier_rowwise(e_rowwise)
+        if HW_CVT:
+            kw = _bf16x2_word_rowwise(mult)
     else:
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
         e_rowwise = _e8m0_rowwise(amax)
         mult = _multiplier_rowwise(e_rowwise)
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+            kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+        else:
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
     if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
         lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
-        packed = tl.reshape(_bf16x2_rowwise(lo, hi, mult[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+        packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
     else:
         q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
         q_even, q_odd = tl.split(q)
@@ -499,13 +504,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
     e_colwise = _e8m0_colwise(amax)
     mult = _multiplier_colwise(e_colwise)
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+    if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+        kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
+    else:
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
     e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
     e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
     lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
     hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
     if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
-        pk = _bf16x2_colwise(lo, hi, mult[None, :, None, :])
+        pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
     else:
         q_lo = (lo.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]
         q_hi = (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]

@@ -55,6 +55,11 @@ def _set_lt(x, y):
     return torch.where(_val(x) < _val(y), 0xFFFF, 0)
 
 
+def _set_eq(x, y):
+    """set.eq.u32: 0xFFFF where x == y (ordered: false with a NaN; -0 equals +0)."""
+    return torch.where(_val(x) == _val(y), 0xFFFF, 0)
+
+
 def _lop3(a, b, c, lut):
     out = torch.zeros_like(a)
     for i in range(8):
@@ -81,6 +86,7 @@ OPS = {
     "min.bf16x2": lambda a, b: _halves(_minmax(torch.lt), a, b),
     "max.bf16x2": lambda a, b: _halves(_minmax(torch.gt), a, b),
     "set.lt.u32.bf16x2": lambda a, b: _halves(_set_lt, a, b),
+    "set.eq.u32.bf16x2": lambda a, b: _halves(_set_eq, a, b),
     "and.b32": lambda a, b: a & b,
     "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
     "shr.u32": lambda a, b: a >> b,

@@ -127,19 +127,19 @@ def _mult(mod, direction, e):
 
 
 def _consts(mod, direction, mult):
-    outs = [torch.empty(mult.shape, dtype=torch.int16, device=mult.device) for _ in range(3)]
-    _run_consts[(triton.cdiv(mult.numel(), 4096),)](mult, *outs, mult.numel(),
-                                                   CONSTS=getattr(mod, f"_bf16x2_consts_{direction}"), BLOCK=4096)
-    return [o.to(torch.int64) & 0xFFFF for o in outs]
+    """The per-block word of the bf16x2 encoder (its _bf16x2_word function) split into its 16-bit halves:
+    the multiplier's bf16 pattern and the sign threshold."""
+    out = torch.empty(mult.shape, dtype=torch.int32, device=mult.device)
+    _run_word[(triton.cdiv(mult.numel(), 4096),)](mult, out, mult.numel(),
+                                                 WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=4096)
+    kw = out.to(torch.int64)
+    return kw & 0xFFFF, (kw >> 16) & 0xFFFF
 
 
 @triton.jit
-def _run_consts(mult_ptr, me_ptr, nt_ptr, keep_ptr, n, CONSTS: tl.constexpr, BLOCK: tl.constexpr):
+def _run_word(mult_ptr, out_ptr, n, WORD: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    me, nt, keep = CONSTS(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
-    tl.store(me_ptr + offs, me.to(tl.int16, bitcast=True), mask=offs < n)
-    tl.store(nt_ptr + offs, nt.to(tl.int16, bitcast=True), mask=offs < n)
-    tl.store(keep_ptr + offs, keep, mask=offs < n)
+    tl.store(out_ptr + offs, WORD(tl.load(mult_ptr + offs, mask=offs < n, other=1.0)), mask=offs < n)
 
 
 @triton.jit
@@ -160,11 +160,11 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
     lo, hi, e = _pair_inputs(CPU_E)
     # the kernel's own multipliers and per-block constants (on CUDA compiled, else in the interpreter)
     mult = _mult(mod, direction, e.to(DEVICE))
-    me, nt, keep = (t.cpu() for t in _consts(mod, direction, mult))
+    me, nt = (t.cpu() for t in _consts(mod, direction, mult))
     mult = mult.cpu()
     g = lambda t: t.reshape(-1, 4)  # noqa: E731
     ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *ptx_model.pack_bf16(g(me)),
-           *ptx_model.pack_bf16(g(nt)), *ptx_model.pack_bf16(g(keep))]
+           *ptx_model.pack_bf16(g(nt))]
     out = ptx_model.run(asm, ops)
     got = torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
     want = _pair_reference(variant, direction, lo, hi, mult)
@@ -180,18 +180,19 @@ def test_bf16x2_sign_threshold_for_every_e8m0_byte(name, direction):
     kernel = shipped_kernels()[name]
     mod = find(name, **dict.fromkeys(kernel.options, False))
     e = torch.arange(256, dtype=torch.int64)
-    _, nt, _ = (t.cpu() for t in _consts(mod, direction, _mult(mod, direction, e.to(DEVICE))))
+    _, nt = (t.cpu() for t in _consts(mod, direction, _mult(mod, direction, e.to(DEVICE))))
     t = torch.tensor([2.0 ** (int(v) - 277) for v in e[:255]], dtype=torch.float64).to(torch.bfloat16)
     want = torch.cat([(t.view(torch.int16).to(torch.int64) & 0xFFFF) | 0x8000, torch.tensor([0xFF80])])
     assert torch.equal(nt, want), [(int(v), hex(int(nt[v])), hex(int(want[v]))) for v in (nt != want).nonzero().flatten()[:5]]
 
 
 @triton.jit
-def _run_pairs(lo_ptr, hi_ptr, mult_ptr, out_ptr, n, PAIRS: tl.constexpr, BLOCK: tl.constexpr):
+def _run_pairs(lo_ptr, hi_ptr, mult_ptr, out_ptr, n, PAIRS: tl.constexpr, WORD: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     lo = tl.load(lo_ptr + offs, mask=offs < n, other=0)
     hi = tl.load(hi_ptr + offs, mask=offs < n, other=0)
-    tl.store(out_ptr + offs, PAIRS(lo, hi, tl.load(mult_ptr + offs, mask=offs < n, other=1.0)), mask=offs < n)
+    kw = WORD(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
+    tl.store(out_ptr + offs, PAIRS(lo, hi, kw), mask=offs < n)
 
 
 @pytest.mark.gpu  # inline PTX runs compiled only
@@ -206,7 +207,8 @@ def test_bf16x2_asm_matches_reference_everywhere(name, direction):
     out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
     BLOCK = 4096
     _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
-                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"), BLOCK=BLOCK)
+                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"),
+                                                  WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=BLOCK)
     want = _pair_reference(variant, direction, lo, hi, mult)
     bad = out.to(torch.int64) != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(out[i]), int(want[i]))
