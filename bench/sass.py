@@ -1,6 +1,6 @@
 """Compile a generated kernel for sm_90 without a GPU and count its SASS instructions.
 
-    python bench/sass.py KERNEL [--flags on|off | --opt NAME=0|1 ...] [--bm 64 --bn 64 --warps 4]
+    python bench/sass.py KERNEL [--flags on|off | --opt NAME=0|1 ...] [--bm 64 --bn 64 --warps 4] [--lines]
 
 Reads what costs no GPU time: registers, spills, instruction mix (loads/stores and their widths).
 """
@@ -28,6 +28,8 @@ p.add_argument("--bm", type=int, default=64)
 p.add_argument("--bn", type=int, default=64)
 p.add_argument("--warps", type=int, default=4)
 p.add_argument("--dump", action="store_true")
+p.add_argument("--lines", action="store_true", help="SASS instructions per source line (nvdisasm -g), with "
+               "the shared-memory, shuffle and barrier ones named")
 p.add_argument("--ragged", action="store_true", help="compile the masked (EVEN=False) path")
 p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math in place, not on a spread")
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
@@ -88,6 +90,23 @@ print(f"{mod.NAME} tile {a.bm}x{a.bn} warps {a.warps}: regs {regs.group(1) if re
       f"= {total * 32 * a.warps / elems:.1f} lane-instructions per element")
 for op, n in ops.most_common(25):
     print(f"  {op:24s} {n}")
+if a.lines:
+    nv = os.path.join(os.path.dirname(tool), "nvdisasm")
+    listing = subprocess.run([nv, "-g", "-c", cubin], capture_output=True, text=True).stdout
+    where, per_line, named = None, collections.Counter(), collections.defaultdict(collections.Counter)
+    for line in listing.splitlines():
+        m = re.search(r'//## File "(.*)", line (\d+)', line)
+        if m:
+            where = (m.group(1), int(m.group(2)))
+            continue
+        m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", line)
+        if m and where:
+            per_line[where] += 1
+            if re.match(r"(STS|LDS|SHFL|BAR)", m.group(2)):
+                named[where][m.group(2)] += 1
+    for (path, ln), n in sorted(per_line.items(), key=lambda kv: -kv[1]):
+        text = open(path).read().splitlines()[ln - 1].strip() if os.path.exists(path) else ""
+        print(f"{n:5d} {dict(named[(path, ln)]) or ''} {os.path.basename(path)}:{ln}: {text[:80]}")
 if a.dump:
     open("/tmp/kernel.sass", "w").write(sass)
     open("/tmp/kernel.ttgir", "w").write(k.asm["ttgir"])
