@@ -357,9 +357,15 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         directions.append(dctx)
         outputs += [data, scale]
     tr.check()
-    if sum(d["pair"] for d in directions) != 1:  # the even/odd row load serves one such direction
+    # The even/odd row load serves one such direction; a bf16x2 direction with blocks along the rows of
+    # an untransposed tile beside it reduces the two rows of a pair in one word (no other bf16x2 kind).
+    for d in directions:
+        d["row_pairs"] = d["bf16x2"] and not d["oriented"] and not d["row_blocks"] and not d["block2d"]
+    if sum(d["pair"] for d in directions) != 1 or any(d["bf16x2"] and not (d["pair"] or d["row_pairs"]) for d in directions):
         for d in directions:
             d["pair"] = False
+    for d in directions:
+        d["row_pairs"] = d["row_pairs"] and any(c["pair"] for c in directions)
     import math
     # A tile must hold whole blocks along each axis and whole units of every tiled layout; narrower tiles
     # than the default stay legal for the tuner. The default (used without a tuned entry) is what the

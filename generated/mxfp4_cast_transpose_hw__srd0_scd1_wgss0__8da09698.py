@@ -415,16 +415,20 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     xi = tl.reshape(tl.permute(tl.reshape(tl.join(xe, xo), [PAIR_RUN, L, BLOCK_N, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N])
 
     if HW_CVT:  # the loaded registers hold bf16 pairs along N: |x| of both by one mask (bf16x2 directions)
-        abe = _abs_pairs(xe)  # even rows, odd rows; ab2: the tile's rows in order
+        abe = _abs_pairs(xe)  # even rows, odd rows
         abo = _abs_pairs(xo)
-        ab2 = tl.reshape(tl.permute(tl.reshape(tl.join(abe, abo), [PAIR_RUN, L, BLOCK_N // 2, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N // 2])
 
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
     if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
-        m = tl.reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, _max_u16x2)
-        amax = tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16  # fp32 bits (NaN bits still above Inf)
+        # (from the even and odd rows' |x| pairs) each thread's words first, then the two rows of a pair share a word (their halves' maxima)
+        # through the shuffles across the block's threads; the rows back in order after
+        me = tl.reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
+        mo = tl.reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
+        w = _max_u16x2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16))
+        w = tl.reduce(w, 2, _max_u16x2)  # (even row's amax, odd row's) as bf16 patterns
+        amax = tl.reshape(tl.permute(tl.reshape(tl.join(w << 16, (w >> 16) << 16), [PAIR_RUN, L, BLOCK_N // 32, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N // 32])
     else:
         xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
         x = xb.to(tl.float32, bitcast=True)
@@ -483,15 +487,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
     # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
     # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
-    if HW_CVT:  # a u16x2 max per two columns, over the pairs of each block
-        m = tl.reduce(tl.reshape(_max_u16x2(abe, abo), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 2, _max_u16x2)
-        m = tl.reduce(m, 0, _max_u16x2)
+    if HW_CVT:  # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+        m = tl.reduce(tl.reshape(_max_u16x2(abe, abo), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, _max_u16x2)
+        m = tl.reduce(m, 1, _max_u16x2)
         amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16  # fp32 bits
     else:
         # |x| as fp32 bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
         ab = tl.maximum((xe.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF,
                         (xo.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF)
-        amax = tl.max(tl.max(tl.reshape(ab, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N]), axis=2), axis=0)
+        amax = tl.max(tl.max(tl.reshape(ab, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N]), axis=0), axis=1)
     # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
     blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
