@@ -360,8 +360,9 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     # The even/odd row load serves one such direction; a bf16x2 direction with blocks along the rows of
     # an untransposed tile beside it reduces the two rows of a pair in one word (no other bf16x2 kind).
     for d in directions:
-        d["row_pairs"] = d["bf16x2"] and not d["oriented"] and not d["row_blocks"] and not d["block2d"]
-    if sum(d["pair"] for d in directions) != 1 or any(d["bf16x2"] and not (d["pair"] or d["row_pairs"]) for d in directions):
+        d["row_pairs"] = d["bf16x2"] and not (d["oriented"] or d["row_blocks"] or d["block2d"])
+    others = any(d["bf16x2"] and not (d["pair"] or d["row_pairs"]) for d in directions)
+    if sum(d["pair"] for d in directions) != 1 or others:
         for d in directions:
             d["pair"] = False
     for d in directions:

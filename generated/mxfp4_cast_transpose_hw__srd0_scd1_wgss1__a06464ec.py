@@ -421,9 +421,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    if HW_CVT:  # from the loaded |x| pairs (ab2, along N): a u16x2 max per two elements
-        # (from the even and odd rows' |x| pairs) each thread's words first, then the two rows of a pair share a word (their halves' maxima)
-        # through the shuffles across the block's threads; the rows back in order after
+    if HW_CVT:  # from the loaded |x| pairs (along N): a u16x2 max per two elements
+        # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+        # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+        # block's threads; the rows back in order after
         me = tl.reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
         mo = tl.reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
         w = _max_u16x2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16))
