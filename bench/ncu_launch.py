@@ -40,13 +40,9 @@ def profile_one(label, launch):
 
 for name in a.kernels:
     if ".py" in name:  # an edited copy of a generated module: PATH[:bm,bn,warps,maxnreg,inplace,n_first,group,opaque]
-        import importlib.util
         path, _, cfg_text = name.partition(":")
-        spec = importlib.util.spec_from_file_location("variant", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        keys = ("block_m", "block_n", "num_warps", "maxnreg", "inplace_rows", "grid_n_first", "grid_group", "opaque_widen")
-        cfg = dict(zip(keys, (int(v) for v in cfg_text.split(",")))) if cfg_text else {}
+        mod = named.module_copy(path)
+        cfg = named.launch_config(cfg_text) if cfg_text else {}
         profile_one(name, lambda: mod.quantize(x, **cfg))
         continue
     if name.startswith("torchao:"):

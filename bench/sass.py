@@ -20,6 +20,8 @@ from triton.compiler import ASTSource  # noqa: E402
 from quantlay import runtime  # noqa: E402
 from quantlay.generated import find  # noqa: E402
 
+import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
+
 p = argparse.ArgumentParser()
 p.add_argument("kernel", nargs="?", default="mxfp4_cast_transpose_hw")
 p.add_argument("--flags", default="on", help="every option of the kernel on or off")
@@ -42,10 +44,7 @@ kernel = shipped_kernels()[a.kernel]
 opts = dict.fromkeys(kernel.options, a.flags == "on")
 opts.update({kv.split("=")[0]: kv.split("=")[1] == "1" for kv in a.opt})
 if a.file:  # experiments: an edited copy of a generated module
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("experiment", a.file)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = named.module_copy(a.file)
 else:
     mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel

@@ -9,8 +9,6 @@ off with `@off`) and reported as ms and % of a copy measured in the same process
 --file` compiles the same copy for sm_90 without a GPU (registers, spills, instruction mix).
 """
 import argparse
-import importlib.util
-
 import torch
 
 from quantlay import inputs
@@ -39,13 +37,9 @@ for path in a.files.split(","):
     if path == "ref":
         mod = shipped
     else:
-        spec = importlib.util.spec_from_file_location("variant_" + path.replace("/", "_").replace(".", "_"), path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = named.module_copy(path)
     for c in a.configs.split(";"):
-        bm, bn, w, regs, inplace, n_first, group, opaque = ([int(v) for v in c.split(",")] + [0, 0, 0])[:8]
-        cfg = dict(block_m=bm, block_n=bn, num_warps=w, maxnreg=regs, inplace_rows=bool(inplace),
-                   grid_n_first=bool(n_first), grid_group=group, opaque_widen=bool(opaque))  # maxnreg 0: no cap
+        cfg = named.launch_config(c)
         try:
             out = mod.quantize(x, *args, **cfg)
             same = all(torch.equal(out[k].tensor.view(torch.uint8), expected[k].tensor.view(torch.uint8))
