@@ -347,6 +347,15 @@ def _bf16x2_colwise(lo, hi, kw):
 
 
 @triton.jit
+def _row_order(even, odd, RUN: tl.constexpr):
+    """Even and odd rows loaded apart (tensor row j * L + l holds row pair l * RUN + j, L = rows // RUN)
+    -> one tensor of twice the rows in row order (a view: no data moves)."""
+    L: tl.constexpr = even.shape[0] // RUN
+    return tl.reshape(tl.permute(tl.reshape(tl.join(even, odd), [RUN, L, even.shape[1], 2]), (1, 0, 3, 2)),
+                      [2 * even.shape[0], even.shape[1]])
+
+
+@triton.jit
 def _abs_pairs(x):
     """bf16 bits (int16 [R, C]) -> |x| of column pairs 2k, 2k + 1 as the halves of one int32 [R, C // 2]
     (the loaded registers as they are, and one mask)."""
@@ -392,7 +401,6 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
@@ -409,7 +417,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:
         xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
         xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
-    xi = tl.reshape(tl.permute(tl.reshape(tl.join(xe, xo), [PAIR_RUN, L, BLOCK_N, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N])
+    xi = _row_order(xe, xo, PAIR_RUN)
 
     if HW_CVT:  # the loaded registers hold bf16 pairs along N: |x| of both by one mask (bf16x2 directions)
         abe = _abs_pairs(xe)  # even rows, odd rows
@@ -426,7 +434,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         mo = tl.reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
         w = _max_u16x2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16))
         w = tl.reduce(w, 2, _max_u16x2)  # (even row's amax, odd row's) as bf16 patterns
-        amax = tl.reshape(tl.permute(tl.reshape(tl.join(w << 16, (w >> 16) << 16), [PAIR_RUN, L, BLOCK_N // 32, 2]), (1, 0, 3, 2)), [BLOCK_M, BLOCK_N // 32])
+        amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
     else:
         xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
         x = xb.to(tl.float32, bitcast=True)
