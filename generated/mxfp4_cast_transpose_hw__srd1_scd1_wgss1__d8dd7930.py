@@ -51,6 +51,7 @@ CONFIGS = [
     (128, 128, 4, None, False),
     (64, 64, 1, None, False),
     (64, 64, 2, None, True),
+    (64, 128, 2, None, True),
     (64, 128, 8, None, True),
     (128, 128, 8, None, True),
     (128, 128, 16, None, True),
@@ -368,6 +369,28 @@ def _max_u16x2(a, b):
     """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
     return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
 
+
+@triton.jit
+def _umax2(a, b, HW: tl.constexpr):
+    """The 16-bit halves' maxima of two int32 words: max.u16x2 when compiled for sm_90 (HW), else
+    integer ops on each half (the interpreter, older GPUs): the same bits."""
+    if HW:
+        r = _max_u16x2(a, b)
+    else:
+        r = tl.maximum(a & 0xFFFF, b & 0xFFFF) | (tl.maximum((a >> 16) & 0xFFFF, (b >> 16) & 0xFFFF) << 16)
+    return r
+
+
+@triton.jit
+def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
+    """_umax2 over an axis (per half: the word's two 16-bit lanes reduce apart)."""
+    if HW:
+        r = tl.reduce(a, axis, _max_u16x2)
+    else:
+        r = tl.max(a & 0xFFFF, axis) | (tl.max((a >> 16) & 0xFFFF, axis) << 16)
+    return r
+
+
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
@@ -419,28 +442,21 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
     xi = _row_order(xe, xo, PAIR_RUN)
 
-    if HW_CVT:  # the loaded registers hold bf16 pairs along N: |x| of both by one mask (bf16x2 directions)
-        abe = _abs_pairs(xe)  # even rows, odd rows
-        abo = _abs_pairs(xo)
+    abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+    abo = _abs_pairs(xo)
 
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    if HW_CVT:  # from the loaded |x| pairs (along N): a u16x2 max per two elements
-        # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
-        # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
-        # block's threads; the rows back in order after
-        me = tl.reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
-        mo = tl.reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, _max_u16x2)
-        w = _max_u16x2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16))
-        w = tl.reduce(w, 2, _max_u16x2)  # (even row's amax, odd row's) as bf16 patterns
-        amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
-    else:
-        xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-        x = xb.to(tl.float32, bitcast=True)
-        # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-        ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-        amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
+    # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+    # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+    # block's threads; the rows back in order after
+    me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+    mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+    w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+    w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+    amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
+    x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
@@ -494,15 +510,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
     # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
     # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
-    if HW_CVT:  # a u16x2 max per two columns, over the pairs of each block: each thread's run first
-        m = tl.reduce(tl.reshape(_max_u16x2(abe, abo), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, _max_u16x2)
-        m = tl.reduce(m, 1, _max_u16x2)
-        amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16  # fp32 bits
-    else:
-        # |x| as fp32 bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-        ab = tl.maximum((xe.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF,
-                        (xo.to(tl.uint16, bitcast=True).to(tl.int32) << 16) & 0x7FFFFFFF)
-        amax = tl.max(tl.max(tl.reshape(ab, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N]), axis=0), axis=1)
+    # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+    m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+    m = _umax2_reduce(m, 1, HW_CVT)
+    amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16  # fp32 bits
     # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
     blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)

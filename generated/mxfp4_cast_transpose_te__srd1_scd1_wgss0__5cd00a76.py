@@ -51,6 +51,7 @@ CONFIGS = [
     (128, 128, 4, None, False),
     (64, 64, 1, None, False),
     (64, 64, 2, None, True),
+    (64, 128, 2, None, True),
     (64, 128, 8, None, True),
     (128, 128, 8, None, True),
     (128, 128, 16, None, True),
@@ -149,6 +150,42 @@ def _encode_colwise(q):
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
 
+
+@triton.jit
+def _abs_pairs(x):
+    """bf16 bits (int16 [R, C]) -> |x| of column pairs 2k, 2k + 1 as the halves of one int32 [R, C // 2]
+    (the loaded registers as they are, and one mask)."""
+    xl, xh = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
+    return (xl.to(tl.uint16, bitcast=True).to(tl.uint32) | (xh.to(tl.uint16, bitcast=True).to(tl.uint32) << 16)).to(tl.int32, bitcast=True) & 0x7FFF7FFF
+
+
+@triton.jit
+def _max_u16x2(a, b):
+    """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
+    return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _umax2(a, b, HW: tl.constexpr):
+    """The 16-bit halves' maxima of two int32 words: max.u16x2 when compiled for sm_90 (HW), else
+    integer ops on each half (the interpreter, older GPUs): the same bits."""
+    if HW:
+        r = _max_u16x2(a, b)
+    else:
+        r = tl.maximum(a & 0xFFFF, b & 0xFFFF) | (tl.maximum((a >> 16) & 0xFFFF, (b >> 16) & 0xFFFF) << 16)
+    return r
+
+
+@triton.jit
+def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
+    """_umax2 over an axis (per half: the word's two 16-bit lanes reduce apart)."""
+    if HW:
+        r = tl.reduce(a, axis, _max_u16x2)
+    else:
+        r = tl.max(a & 0xFFFF, axis) | (tl.max((a >> 16) & 0xFFFF, axis) << 16)
+    return r
+
+
 @triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
@@ -192,11 +229,13 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-    x = xb.to(tl.float32, bitcast=True)
-    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    amax = tl.max(tl.reshape(ab, [BLOCK_M, BLOCK_N // 32, 32]), axis=2)
+    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+    # bits are that pattern << 16. The fp32 tile is only for the multiply.
+    ab2 = _abs_pairs(xi)
+    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, HW_CVT)
+    amax = tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16
+    x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
@@ -238,14 +277,18 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
-    xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
+    xs = xi
     if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-        xt = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xt], dtype=tl.int16, is_pure=False, pack=2)
-    xb = xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
-    x = xb.to(tl.float32, bitcast=True)
-    # |x| as bits: integer max over them is the fp32 amax, and any NaN (bits above Inf) wins.
-    ab = (xb & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-    amax = tl.max(tl.reshape(ab, [BLOCK_N, BLOCK_M // 32, 32]), axis=2)
+        xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
+    xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
+    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+    # bits are that pattern << 16. The fp32 tile is only for the multiply.
+    ab2 = _abs_pairs(xs)
+    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
+    amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16
+    amax = tl.trans(amax)  # the transposed tile's blocks
+    x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way).
