@@ -176,9 +176,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
     # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
     # bits are that pattern << 16. The fp32 tile is only for the multiply.
     ab2 = _abs_pairs(xi)
+    # pairs within each row's block, then the rows as 32-bit maxima (on the H200 at 128x128: 98.0% of a
+    # copy, against 97.0% reducing the rows as u16x2 words too and 88% rows first)
     m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 128, 128, BLOCK_N // 128, 128 // 2]), 3, HW_CVT)
-    m = _umax2_reduce(m, 1, HW_CVT)
-    amax = tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16
+    amax = tl.max(tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF), axis=1) << 16
     x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
