@@ -133,3 +133,42 @@ def test_verify_passes_for_every_shipped_spec(spec, capsys):
     from quantlay.cli import main
     assert main(["verify", str(SPECS_DIR / spec), "--shapes", "128x256"]) == 0
     assert "verify passed" in capsys.readouterr().out
+
+
+NAN_IGNORED = """
+kernel nan_ignored(x: bf16[M, N]) {
+    rowwise blocks 1x32 {
+        element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+        scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255, nan_in_amax: IGNORE)
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 32x1 {
+        element e2m1(ties: even)
+        scale e8m0(mode: even, nan_in_amax: IGNORE)
+        store data  as transpose | packed(low: even)
+        store scale as transpose
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("rule", ["ignore", "propagate"])
+def test_nan_in_amax_rule_on_bf16_pairs(tmp_path, monkeypatch, rule):
+    """bf16 kernels take the block amax on |x| pairs (two 16-bit lanes per word). With `nan_in_amax:
+    ignore` a NaN must not reach its block's amax, whichever lane of the pair it sits in (even or odd
+    column, 8-bit rows and a transposed 4-bit direction); with `propagate` it must."""
+    monkeypatch.setenv("QUANTLAY_CACHE", str(tmp_path))
+    text = NAN_IGNORED.replace("IGNORE", rule)
+    mod = quantlay.build(text)
+    variant = load(text)[0].variant()
+    M, N = 96, 128
+    x = inputs.normal(M, N, seed=5)
+    x[3, 7] = x[40, 64] = x[65, 2] = float("nan")   # odd and even lanes, rows of both colwise blocks
+    x[3, 6] = 1000.0  # the NaN's neighbour in its pair: an amax the ignore rule must see
+    res = mod.quantize(x.to(DEVICE))
+    ref = reference.quantize(variant, x)
+    for k in ref:
+        assert torch.equal(res[k].tensor.cpu(), ref[k]), (rule, k)
+    nan_scale = res["rowwise_scale"].tensor.cpu()[3, 0].item()
+    assert (nan_scale == 255) == (rule == "propagate"), nan_scale
