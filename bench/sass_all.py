@@ -1,0 +1,27 @@
+"""Offline sm_90 SASS of every tuned (kernel, launch configuration) at 16384x8192, even and ragged: one
+line each with the SASS hash, registers and instruction count (bench/sass.py), to diff before and after
+a template change: python bench/sass_all.py > before.txt; edit; quantlay generate; ... > after.txt."""
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for e in json.loads((ROOT / "compiler" / "tuning.json").read_text())["entries"]:
+    if e["shape"] != "16384x8192":
+        continue
+    v = e["kernel"]
+    cmd = [sys.executable, str(ROOT / "bench" / "sass.py"), v.split("__")[0], "--file", str(ROOT / "generated" / f"{v}.py"),
+           "--bm", str(e["block_m"]), "--bn", str(e["block_n"]), "--warps", str(e["num_warps"]), "--dump"]
+    cmd += ["--maxnreg", str(e["maxnreg"])] if e.get("maxnreg") else []
+    cmd += ["--inplace-rows"] if e.get("inplace_rows") else []
+    cmd += ["--grid-group", str(e["grid_group"])] if e.get("grid_group") else []
+    cmd += ["--opaque-widen"] if e.get("opaque_widen") else []
+    for ragged in (False, True):
+        r = subprocess.run(cmd + (["--ragged"] if ragged else []), capture_output=True, text=True)
+        if r.returncode:
+            print(v, "ragged" if ragged else "even", "ERROR", r.stderr.strip().splitlines()[-1:], flush=True)
+            continue
+        sass = hashlib.md5(Path("/tmp/kernel.sass").read_bytes()).hexdigest()[:10]
+        print(v, "ragged" if ragged else "even", sass, r.stdout.splitlines()[0].split(":", 1)[-1].strip(), flush=True)
