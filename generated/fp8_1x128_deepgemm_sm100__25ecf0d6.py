@@ -117,6 +117,24 @@ def _abs_pairs(x):
 
 
 @triton.jit
+def _widen_bf16(x):
+    """bf16 bits (int16) -> fp32 values: a shift, exact for subnormals too."""
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _lanes_max(w):
+    """The larger 16-bit half of each int32 word."""
+    return tl.maximum(w & 0xFFFF, (w >> 16) & 0xFFFF)
+
+
+@triton.jit
+def _lanes_apart(w):
+    """int32 words [R, C] -> their 16-bit halves [R, 2 * C], low half first (the columns they came from)."""
+    return tl.reshape(tl.join(w & 0xFFFF, (w >> 16) & 0xFFFF), [w.shape[0], 2 * w.shape[1]])
+
+
+@triton.jit
 def _max_u16x2(a, b):
     """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
     return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
@@ -191,8 +209,9 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
     # bits are that pattern << 16. The fp32 tile is only for the multiply.
     ab2 = _abs_pairs(xi)
     m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
-    amax = tl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16
-    x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    amax = _lanes_max(m) << 16
+
+    x = _widen_bf16(xt)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way), or, when the launch asks for it

@@ -374,6 +374,24 @@ def _abs_pairs(x):
 
 
 @triton.jit
+def _widen_bf16(x):
+    """bf16 bits (int16) -> fp32 values: a shift, exact for subnormals too."""
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _lanes_max(w):
+    """The larger 16-bit half of each int32 word."""
+    return tl.maximum(w & 0xFFFF, (w >> 16) & 0xFFFF)
+
+
+@triton.jit
+def _lanes_apart(w):
+    """int32 words [R, C] -> their 16-bit halves [R, 2 * C], low half first (the columns they came from)."""
+    return tl.reshape(tl.join(w & 0xFFFF, (w >> 16) & 0xFFFF), [w.shape[0], 2 * w.shape[1]])
+
+
+@triton.jit
 def _max_u16x2(a, b):
     """Two 16-bit unsigned maxima per instruction (PTX max.u16x2, sm_90): the reduction of |x| pairs."""
     return tl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
@@ -465,7 +483,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
     w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
     amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
-    x = (xt.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+    x = _widen_bf16(xt)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
     # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
     # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
@@ -522,7 +541,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # a u16x2 max per two columns, over the pairs of each block: each thread's run first
     m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
     m = _umax2_reduce(m, 1, HW_CVT)
-    amax = tl.reshape(tl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BLOCK_M // 32, BLOCK_N]) << 16  # fp32 bits
+    amax = _lanes_apart(m) << 16  # fp32 bits
     # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
     blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
@@ -539,8 +558,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
         pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
     else:
-        q_lo = (lo.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]
-        q_hi = (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True) * mult[None, :, None, :]
+        q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+        q_hi = _widen_bf16(hi) * mult[None, :, None, :]
         pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
         # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
         pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
