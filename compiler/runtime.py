@@ -239,8 +239,9 @@ def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given
     return out
 
 
-def group_offsets(kernel: str, group_lens, x: torch.Tensor, block: int):
-    """(G, group offsets, padded offsets) as int64 device tensors, computed without a host sync."""
+def group_offsets(kernel: str, group_lens, x: torch.Tensor):
+    """(G, lengths, group offsets, padded offsets) for a segmented kernel, with no host sync and no
+    launch: the kernel reads the lengths and writes both offset buffers (int64, G + 1 entries)."""
     if not isinstance(group_lens, torch.Tensor) or group_lens.dim() != 1 or group_lens.dtype not in (
             torch.int32, torch.int64):
         raise LaunchError(f"{kernel}: group lengths must be a 1-D int32 or int64 tensor, got "
@@ -252,9 +253,6 @@ def group_offsets(kernel: str, group_lens, x: torch.Tensor, block: int):
     G = group_lens.numel()
     if G == 0:
         raise LaunchError(f"{kernel}: no groups given; pass at least one group length")
-    lens = group_lens.to(torch.int64)
-    goffs = torch.zeros(G + 1, dtype=torch.int64, device=x.device)
-    poffs = torch.zeros(G + 1, dtype=torch.int64, device=x.device)
-    goffs[1:] = torch.cumsum(lens, 0)
-    poffs[1:] = torch.cumsum((lens + block - 1) // block * block, 0)
-    return G, goffs, poffs
+    goffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)
+    poffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)
+    return G, group_lens.contiguous(), goffs, poffs

@@ -200,7 +200,7 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, goffs_ptr, poffs_ptr, G, s0, s1, s2,
+def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, lens_ptr, goffs_ptr, poffs_ptr, G, s0, s1, s2,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
                      GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, GP: tl.constexpr):
@@ -232,18 +232,30 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Segmented rows (LAYOUTS.md 3.3): the program's BLOCK_M rows are padded output rows of one group.
+    # The group and padded offsets are prefix sums of the lengths, which every program takes itself (G is
+    # small): done by torch before the launch they were ~10 tiny kernels, longer than the scan. Program
+    # (0, 0) stores them for result.extras.
     gk = tl.arange(0, GP)
-    po = tl.load(poffs_ptr + gk, mask=gk <= G, other=0)
-    go = tl.load(goffs_ptr + gk, mask=gk <= G, other=0)
-    g = tl.sum(((po <= pid_m * BLOCK_M) & (gk >= 1) & (gk <= G)).to(tl.int32), axis=0)
-    block_ok = g < G  # False past the last group
-    p_start = tl.sum(tl.where(gk == g, po, 0), axis=0)
-    p_end = tl.sum(tl.where(gk == g + 1, po, 0), axis=0)
-    g_start = tl.sum(tl.where(gk == g, go, 0), axis=0)
-    g_end = tl.sum(tl.where(gk == g + 1, go, 0), axis=0)
-    in_rows = g_start + (offs_m - p_start)
-    row_ok = block_ok & (offs_m < p_end) & (in_rows < g_end) & (in_rows < M)
-    in_rows = tl.where(row_ok, in_rows, M)  # padding rows read nothing and are skipped by row outputs
+    gl = tl.load(lens_ptr + gk - 1, mask=(gk >= 1) & (gk <= G), other=0).to(tl.int64)
+    go = tl.cumsum(gl, 0)
+    pl = (gl + 128 - 1) // 128 * 128
+    po = tl.cumsum(pl, 0)
+    first = (pid_m == 0) & (pid_n == 0)
+    tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
+    tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
+    # One round of reductions finds the group whose padded rows hold this block (none past the last).
+    row0 = pid_m * BLOCK_M
+    hit = (gk >= 1) & (gk <= G) & (po - pl <= row0) & (row0 < po)
+    block_ok = tl.sum(hit.to(tl.int32), axis=0) > 0  # False past the last group
+    delta = tl.sum(tl.where(hit, (go - gl) - (po - pl), 0), axis=0)  # input row - padded row
+    row_lim = tl.sum(tl.where(hit, po - pl + gl, 0), axis=0)  # padded rows below this hold group rows
+    if not IDX64:  # every row index fits 32 bits: the per-row address arithmetic stays 32-bit
+        delta = delta.to(tl.int32)
+        row_lim = row_lim.to(tl.int32)
+    # Affine in the program's rows, so row addresses stay a base plus constant offsets; the rows that
+    # read nothing (padding, past the last group, lengths that do not fit M) are masked by row_ok.
+    in_rows = offs_m + delta
+    row_ok = (offs_m < row_lim) & (in_rows >= 0) & (in_rows < M)
     x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
     xi = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_n[None, :] < N), other=0)
@@ -319,17 +331,17 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
     packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
-    ti = in_rows[:, None]  # the input rows these program rows read (M where they read nothing)
+    ti = in_rows[:, None]  # the input rows these program rows read
     tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
     r = ti
     c = tj
-    tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N))
+    tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok[:, None])
 
     ti = in_rows[:, None]
     tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
     r = ti
     c = tj
-    tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2))
+    tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok[:, None])
 
 
 def _sizes(M, N, G):
@@ -373,7 +385,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
-    G, goffs, poffs = runtime.group_offsets(NAME, group_lens, x2, 128)
+    G, lens, goffs, poffs = runtime.group_offsets(NAME, group_lens, x2)
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     # the caller's settings, else the committed table's (quantlay tune), else the template's default;
@@ -394,7 +406,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     kwargs["GP"] = triton.next_power_of_2(G + 1)
-    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), goffs, poffs, G, *_sizes(M, N, G),
+    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), lens, goffs, poffs, G, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)

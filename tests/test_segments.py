@@ -48,6 +48,36 @@ def test_bit_exact(fused, lens):
                                          reference.dequantize(variant, "rowwise", ref, M, 256))
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_offsets_come_back_from_the_kernel(dtype):
+    """The kernel scans the lengths itself (int32 or int64, empty groups included) and returns both offset
+    vectors; the buffers start as garbage, so each entry must have been written."""
+    lens = [5, 0, 300, 128, 0, 1]
+    mod = find("fp8_segment_m", fused_rowwise=True)
+    x = inputs.normal(sum(lens), 128, seed=2).to(DEVICE)
+    res = mod.quantize(x, torch.tensor(lens, dtype=dtype, device=DEVICE))
+    assert res.extras["group_offsets"].tolist() == [0, 5, 5, 305, 433, 433, 434]
+    assert res.extras["padded_offsets"].tolist() == [0, 128, 128, 512, 640, 640, 768]
+    assert res.extras["padded_offsets"].dtype == torch.int64
+    ref = reference.quantize(KERNEL.variant(fused_rowwise=True), x.cpu(), torch.tensor(lens))
+    for k in ref:
+        assert reference.same_values(res[k].tensor.cpu(), ref[k]), (dtype, k)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_64_bit_row_arithmetic(monkeypatch, fused):
+    """The row map in 64-bit arithmetic (taken when a buffer reaches 2^31 elements) gives the same bytes."""
+    from quantlay import runtime
+    lens = [0, 1, 127, 129, 70]
+    mod = find("fp8_segment_m", fused_rowwise=fused)
+    x = inputs.specials(sum(lens), 256, seed=5).to(DEVICE)
+    small = mod.quantize(x, torch.tensor(lens, device=DEVICE))
+    monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
+    big = mod.quantize(x, torch.tensor(lens, device=DEVICE))
+    for k in mod.LAYOUTS:
+        assert torch.equal(small[k].tensor.view(torch.uint8), big[k].tensor.view(torch.uint8)), k
+
+
 def test_fused_rowwise_is_the_plain_rowwise_cast():
     """The fused rowwise operand equals the 1x128 rowwise cast of the same input (same profile)."""
     x = inputs.normal(300, 256, seed=3)
