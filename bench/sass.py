@@ -57,7 +57,7 @@ consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "E
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"
-    elif name in ("lens_ptr", "goffs_ptr", "poffs_ptr"):
+    elif name in ("map_ptr", "lens_ptr", "goffs_ptr", "poffs_ptr"):
         sig[name] = "*i64"
     elif name.endswith("_ptr"):
         key = name[:-len("_ptr")]

@@ -22,6 +22,8 @@ p.add_argument("files", help="comma-separated module paths; `ref` is the shipped
 p.add_argument("configs", help="semicolon-separated bm,bn,warps,maxnreg(0: none),inplace_rows(0|1)"
                "[,grid_n_first(0|1),grid_group,opaque_widen(0|1)]")
 p.add_argument("--shape", default="16384x8192")
+p.add_argument("--uneven", type=int, default=0, help="grouped kernels: this many random group lengths "
+               "(some empty) summing to M, instead of 8 equal groups")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
 kernel, shipped = named.shipped(a.kernel)
@@ -30,7 +32,13 @@ x.view(-1)[::977] = 0  # zeros and subnormals among the normal values
 x.view(-1)[5::1231] *= 1e-30
 x.view(-1)[7::100003] = float("inf")  # a few blocks with Inf and NaN
 x.view(-1)[11::200003] = float("nan")
-args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
+if a.uneven and kernel.groups:  # MoE-like: random cut points, so most groups end inside a 128-row block
+    g = torch.Generator().manual_seed(a.uneven)
+    cuts = torch.sort(torch.randint(0, M + 1, (a.uneven - 1,), generator=g)).values
+    lens = torch.diff(torch.cat([torch.tensor([0]), cuts, torch.tensor([M])]))
+    args = (lens.cuda(),)
+else:
+    args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
 expected = shipped.quantize(x, *args)
 copy = copy_gbps()
 for path in a.files.split(","):

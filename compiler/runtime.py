@@ -241,7 +241,8 @@ def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given
 
 def group_offsets(kernel: str, group_lens, x: torch.Tensor):
     """(G, lengths, group offsets, padded offsets) for a segmented kernel, with no host sync and no
-    launch: the kernel reads the lengths and writes both offset buffers (int64, G + 1 entries)."""
+    launch: the kernel's row-map program reads the lengths and writes both offset buffers (int64, G + 1
+    entries)."""
     if not isinstance(group_lens, torch.Tensor) or group_lens.dim() != 1 or group_lens.dtype not in (
             torch.int32, torch.int64):
         raise LaunchError(f"{kernel}: group lengths must be a 1-D int32 or int64 tensor, got "

@@ -151,10 +151,34 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, lens_ptr, goffs_ptr, poffs_ptr, G, s0, s1,
+def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, G, T, GP: tl.constexpr, TB: tl.constexpr):
+    """The segmented row map, once per call (LAYOUTS.md 3.3): the group offsets and the 128-padded
+    offsets are prefix sums of the lengths (program 0 stores both for result.extras); for each block t
+    of 128 padded rows, map[2t] = input row - padded row within its group and map[2t + 1] = the
+    padded row below which the group's rows lie (0 for blocks past the last group)."""
+    gk = tl.arange(0, GP)
+    gl = tl.load(lens_ptr + gk - 1, mask=(gk >= 1) & (gk <= G), other=0).to(tl.int64)
+    go = tl.cumsum(gl, 0)
+    pl = (gl + 128 - 1) // 128 * 128
+    po = tl.cumsum(pl, 0)
+    first = tl.program_id(0) == 0
+    tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
+    tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
+    t = tl.program_id(0) * TB + tl.arange(0, TB)
+    row0 = t.to(tl.int64)[:, None] * 128
+    # the group whose padded rows hold the block (empty groups hold none)
+    hit = ((gk >= 1) & (gk <= G))[None, :] & ((po - pl)[None, :] <= row0) & (row0 < po[None, :])
+    delta = tl.sum(tl.where(hit, ((go - gl) - (po - pl))[None, :], 0), axis=1)
+    row_lim = tl.sum(tl.where(hit, (po - pl + gl)[None, :], 0), axis=1)
+    tl.store(map_ptr + 2 * t, delta, mask=t < T)
+    tl.store(map_ptr + 2 * t + 1, row_lim, mask=t < T)
+
+
+@triton.jit
+def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, map_ptr, s0, s1,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, GP: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -183,23 +207,11 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Segmented rows (LAYOUTS.md 3.3): the program's BLOCK_M rows are padded output rows of one group.
-    # The group and padded offsets are prefix sums of the lengths, which every program takes itself (G is
-    # small): done by torch before the launch they were ~10 tiny kernels, longer than the scan. Program
-    # (0, 0) stores them for result.extras.
-    gk = tl.arange(0, GP)
-    gl = tl.load(lens_ptr + gk - 1, mask=(gk >= 1) & (gk <= G), other=0).to(tl.int64)
-    go = tl.cumsum(gl, 0)
-    pl = (gl + 128 - 1) // 128 * 128
-    po = tl.cumsum(pl, 0)
-    first = (pid_m == 0) & (pid_n == 0)
-    tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
-    tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
-    # One round of reductions finds the group whose padded rows hold this block (none past the last).
-    row0 = pid_m * BLOCK_M
-    hit = (gk >= 1) & (gk <= G) & (po - pl <= row0) & (row0 < po)
-    block_ok = tl.sum(hit.to(tl.int32), axis=0) > 0  # False past the last group
-    delta = tl.sum(tl.where(hit, (go - gl) - (po - pl), 0), axis=0)  # input row - padded row
-    row_lim = tl.sum(tl.where(hit, po - pl + gl, 0), axis=0)  # padded rows below this hold group rows
+    # Its row map comes from _segment_map_kernel (two numbers per block of rows), so the tile load waits
+    # for one small load, whatever the number of groups.
+    delta = tl.load(map_ptr + 2 * pid_m)  # input row - padded row
+    row_lim = tl.load(map_ptr + 2 * pid_m + 1)  # padded rows below this hold group rows; 0 past the last
+    block_ok = row_lim > 0  # False past the last group
     if not IDX64:  # every row index fits 32 bits: the per-row address arithmetic stays 32-bit
         delta = delta.to(tl.int32)
         row_lim = row_lim.to(tl.int32)
@@ -311,8 +323,13 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     kwargs = {"num_warps": cfg["num_warps"]}
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
-    kwargs["GP"] = triton.next_power_of_2(G + 1)
-    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), lens, goffs, poffs, G, *_sizes(M, N, G),
+    # the row map of every block of padded rows, on the device (no host sync), read by each program
+    T = triton.cdiv(rows, 128)
+    seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
+    GP = triton.next_power_of_2(G + 1)
+    TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
+    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, G, T, GP=GP, TB=TB, num_warps=4)
+    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)

@@ -48,6 +48,25 @@ def test_bit_exact(fused, lens):
                                          reference.dequantize(variant, "rowwise", ref, M, 256))
 
 
+@pytest.mark.parametrize("G, longest", [(37, 200), (300, 20)])
+def test_many_groups(G, longest):
+    """Many groups (the row map's scan spans 64 and 512 lanes, the latter with several blocks of rows per
+    program of the map kernel): random lengths with empty groups and whole blocks."""
+    g = torch.Generator().manual_seed(7)
+    lens = torch.randint(0, longest, (G,), generator=g)
+    lens[::5] = 0
+    lens[3::7] = 128
+    M = int(lens.sum())
+    variant = KERNEL.variant(fused_rowwise=True)
+    x = inputs.specials(M, 128, seed=9)
+    res = find("fp8_segment_m", fused_rowwise=True).quantize(x.to(DEVICE), lens.to(DEVICE))
+    ref = reference.quantize(variant, x, lens)
+    for k in ref:
+        assert reference.same_values(res[k].tensor.cpu(), ref[k]), k
+    _, offsets = reference.segment_rows(x[:, :1].float(), lens, 128)
+    assert res.extras["padded_offsets"].cpu().tolist() == torch.as_tensor(offsets).tolist()
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_offsets_come_back_from_the_kernel(dtype):
     """The kernel scans the lengths itself (int32 or int64, empty groups included) and returns both offset
