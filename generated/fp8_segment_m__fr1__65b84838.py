@@ -268,93 +268,116 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     # read nothing (padding, past the last group, lengths that do not fit M) are masked by row_ok.
     in_rows = offs_m + delta
     row_ok = (offs_m < row_lim) & (in_rows >= 0) & (in_rows < M)
-    x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
-    # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
-    xi = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_n[None, :] < N), other=0)
+    if row_lim > 0:
+        x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
+        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
+        xi = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_n[None, :] < N), other=0)
 
 
-    # ---- colwise: blocks 128x1, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
-    xt = xi
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xi)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 128, 128, BLOCK_N // 2]), 1, HW_CVT)
-    amax = _lanes_apart(m) << 16
+        # ---- colwise: blocks 128x1, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+        xt = xi
+        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+        # bits are that pattern << 16. The fp32 tile is only for the multiply.
+        ab2 = _abs_pairs(xi)
+        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 128, 128, BLOCK_N // 2]), 1, HW_CVT)
+        amax = _lanes_apart(m) << 16
 
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way).
-    blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
-    mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
-    q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
-    packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-    e_colwise = tl.where(block_ok, e_colwise, 0)  # blocks past the last group: zero scales
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way).
+        blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
+        mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
+        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
+        q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
+        packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
+        e_colwise = tl.where(block_ok, e_colwise, 0)  # blocks past the last group: zero scales
 
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    r = ti
-    c = tj
-    v = packed
-    off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    if EVEN:
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-        ok = (r < s0) & (c < N)
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < s0) & (c < N)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
-    ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
-    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    r = ti
-    c = tj
-    tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
+        ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
 
 
-    # ---- rowwise: blocks 1x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
-    xs = xi
-    if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-        xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-    xt = xs
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xs)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
-    amax = _lanes_max(m) << 16
+        # ---- rowwise: blocks 1x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+        xs = xi
+        if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
+            xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
+        xt = xs
+        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+        # bits are that pattern << 16. The fp32 tile is only for the multiply.
+        ab2 = _abs_pairs(xs)
+        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
+        amax = _lanes_max(m) << 16
 
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-    # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-    # with no shared memory or barrier.
-    if INPLACE_ROWS:
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
-    else:
-        blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
-        amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
-        e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
-    packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+        # with no shared memory or barrier.
+        if INPLACE_ROWS:
+            mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        else:
+            blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
+            mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
+            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
+        packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
-    ti = in_rows[:, None]  # the input rows these program rows read
-    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-    r = ti
-    c = tj
-    tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok[:, None])
+        ti = in_rows[:, None]  # the input rows these program rows read
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok[:, None])
 
-    ti = in_rows[:, None]
-    tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
-    r = ti
-    c = tj
-    tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok[:, None])
+        ti = in_rows[:, None]
+        tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok[:, None])
 
+    # A block past the last group: zero codes and scales, nothing to read or quantize (a second if, not an
+    # else: Triton would merge the names both branches assign, and their shapes differ).
+    if row_lim == 0:
+        packed = tl.zeros([BLOCK_M, BLOCK_N], tl.uint8)
+
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < s0) & (c < N)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+        ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr + ((r * N) + c), (tl.zeros([BLOCK_M // 128, BLOCK_N // 1], tl.int32)).to(tl.float32), mask=(r < s1) & (c < N))
 
 def _sizes(M, N, G):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
