@@ -267,6 +267,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
 
     # A block past the last group: zero codes and scales, nothing to read or quantize (a second if, not an
     # else: Triton would merge the names both branches assign, and their shapes differ).
+    # The codes of +0 are 0x00 (segmented directions take 8-bit floats only) and the scales are 0, as the
+    # quantize path writes for blocks that read nothing.
     if row_lim == 0:
         packed = tl.zeros([BLOCK_M, BLOCK_N], tl.uint8)
 
@@ -286,7 +288,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
         tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
         r = ti
         c = tj
-        tl.store(colwise_scale_ptr + ((r * N) + c), (tl.zeros([BLOCK_M // 128, BLOCK_N // 1], tl.int32)).to(tl.float32), mask=(r < s1) & (c < N))
+        tl.store(colwise_scale_ptr + ((r * N) + c), (tl.zeros([BLOCK_M // 128, BLOCK_N], tl.int32)).to(tl.float32), mask=(r < s1) & (c < N))
 
 def _sizes(M, N, G):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
