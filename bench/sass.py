@@ -49,7 +49,7 @@ else:
     mod = find(a.kernel, **opts)
 fn = mod._quantize_kernel
 sig = {}
-consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged, "GP": 8,
+consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged,
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
                              "OPAQUE_WIDEN": a.opaque_widen,
@@ -57,7 +57,7 @@ consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "E
 for name in fn.arg_names:
     if name in consts:
         sig[name] = "constexpr"
-    elif name in ("map_ptr", "lens_ptr", "goffs_ptr", "poffs_ptr"):
+    elif name == "map_ptr":  # a segmented kernel's row map (int64 pairs)
         sig[name] = "*i64"
     elif name.endswith("_ptr"):
         key = name[:-len("_ptr")]

@@ -69,7 +69,7 @@ def test_many_groups(G, longest):
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_offsets_come_back_from_the_kernel(dtype):
-    """The kernel scans the lengths itself (int32 or int64, empty groups included) and returns both offset
+    """The row-map kernel scans the lengths (int32 or int64, empty groups included) and returns both offset
     vectors; the buffers start as garbage, so each entry must have been written."""
     lens = [5, 0, 300, 128, 0, 1]
     mod = find("fp8_segment_m", fused_rowwise=True)
