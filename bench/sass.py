@@ -37,6 +37,7 @@ p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math i
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 p.add_argument("--grid-group", type=int, default=0, help="GRID_GROUP (column tiles per group; 0: plain M-first)")
 p.add_argument("--opaque-widen", action="store_true", help="OPAQUE_WIDEN (the second direction widens anew)")
+p.add_argument("--region-m", type=int, default=1, help="REGION_M (tiles per program along M; kernels with REGION_WORDS)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402
@@ -52,7 +53,7 @@ sig = {}
 consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "EVEN": not kernel.groups and not a.ragged,
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
-                             "OPAQUE_WIDEN": a.opaque_widen,
+                             "OPAQUE_WIDEN": a.opaque_widen, "REGION_M": a.region_m,
                              "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32)}.items() if k in fn.arg_names}
 for name in fn.arg_names:
     if name in consts:

@@ -19,6 +19,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 TABLE = Path(__file__).with_name("tuning.json")
 N_FIRST_RETIMED = 4  # the best M-first configurations retimed with the grid in N-first order
 GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of column tiles
+# kernels with plain transposed scales (REGION_WORDS): the best configuration of each of the three best
+# tiles (tile, warps, register cap) with columns of 2 and 4 tiles per program (on the H200 a 64x64 tile
+# gained 4% from it where the best 64x128 tile gained nothing: the best few configs can be one tile)
+REGIONS_RETIMED, REGIONS = 3, (2, 4)
 # two-direction kernels: the best four retimed with the second direction's opaque widening, as they are
 # and under a cap of 128 registers (two 256-thread programs per SM), where the widening pays off
 OPAQUE_RETIMED, OPAQUE_CAP = 4, 128
@@ -66,8 +70,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
          write: bool = True, device: str = "cuda", timer: Optional[Callable] = None,
          max_tile: Optional[int] = None) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
-    the second direction's opaque widening (two-direction kernels), with the grid in N-first order and in
-    groups of column tiles; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
+    the second direction's opaque widening (two-direction kernels), with the grid in N-first order, in
+    groups of column tiles and (REGION_WORDS) in columns of tiles per program; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
     replays; the tests pass another one and device="cpu" to run the stages in the interpreter).
     `max_tile`: sweep only tiles of at most that many elements (a shorter sweep where large tiles lose)."""
     import torch
@@ -100,7 +104,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
                   f"maxnreg {cfg['maxnreg'] or None} inplace_rows {int(cfg['inplace_rows'])} "
                   f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']} "
-                  f"opaque_widen {int(cfg['opaque_widen'])}: {ms:.4f} ms {moved / ms / 1e6:.0f} GB/s", flush=True)
+                  f"opaque_widen {int(cfg['opaque_widen'])} region_m {cfg['region_m']}: {ms:.4f} ms "
+                  f"{moved / ms / 1e6:.0f} GB/s", flush=True)
             timed.append((ms, cfg))
 
         def best(n):
@@ -137,7 +142,18 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             for g in GRID_GROUPS:
                 if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
                     measure(dict(cfg, grid_n_first=False, grid_group=g))  # groups are an M-first order
-        winners.append(winner("group stage"))
+        stage = "group stage"
+        if getattr(mod, "REGION_WORDS", False):
+            winner(stage)
+            tiles = {}
+            for cfg in best(len(timed)):
+                tiles.setdefault((cfg["block_m"], cfg["block_n"], cfg["num_warps"], cfg["maxnreg"]), cfg)
+            for cfg in list(tiles.values())[:REGIONS_RETIMED]:
+                for r in REGIONS:  # only regions the launcher takes (whole regions, words of 2-8 bytes)
+                    if shape[0] % (cfg["block_m"] * r) == 0 and r * cfg["block_m"] // 32 in (2, 4, 8):
+                        measure(dict(cfg, region_m=r))
+            stage = "region stage"
+        winners.append(winner(stage))
     return winners
 
 

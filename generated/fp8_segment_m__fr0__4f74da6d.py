@@ -28,6 +28,7 @@ OPTIONS = {"fused_rowwise": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 64, 4  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 2  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
+REGION_WORDS = False  # whether region_m > 1 changes it (no output has a plain layout along M)
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
 CONFIGS = [
@@ -211,7 +212,6 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     # for one small load, whatever the number of groups.
     delta = tl.load(map_ptr + 2 * pid_m)  # input row - padded row
     row_lim = tl.load(map_ptr + 2 * pid_m + 1)  # padded rows below this hold group rows; 0 past the last
-    block_ok = row_lim > 0  # False past the last group
     if not IDX64:  # every row index fits 32 bits: the per-row address arithmetic stays 32-bit
         delta = delta.to(tl.int32)
         row_lim = row_lim.to(tl.int32)
@@ -245,7 +245,6 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
         e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
         q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
         packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-        e_colwise = tl.where(block_ok, e_colwise, 0)  # blocks past the last group: zero scales
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
         tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
@@ -311,7 +310,7 @@ def _shapes(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -322,7 +321,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
-    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) override the
+    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
+    column of that many tiles per program, where REGION_WORDS: see runtime.region_rows) override the
     tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
@@ -335,16 +335,18 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # block_m is the segment's 128 rows: one program per padded block of rows, which lies in one group
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
-                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen)
+                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
+                                  region_m=region_m)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x2 (the block shapes and tiled layouts)")
     rows = max(M, ((M + (G * 128))) * 1, ((((M + (G * 128)) + 127) // 128)) * 128)
     cols = max(N, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
-                                                         cfg["grid_n_first"], cfg["grid_group"])
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0 and False
+    region = runtime.region_rows(NAME, cfg["region_m"], block_m, 0, False, M, None)  # nothing to gain: 1
+    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
+                                                         cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]

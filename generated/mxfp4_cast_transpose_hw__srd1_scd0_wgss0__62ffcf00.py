@@ -31,6 +31,7 @@ OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": False, "with
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 64  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
+REGION_WORDS = True  # whether region_m > 1 changes it (colwise_scale)
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
@@ -419,10 +420,20 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
+def _scale_word(e, WT: tl.constexpr):
+    """A tile's scale bytes (int32 [R, K]) -> one little-endian word per row (byte k at bit 8k).
+    Summed over the transpose: a tile transposed into [R, K] is used as it was computed (the two
+    transposes cancel), without the layout conversion the transposed bytes' store needs."""
+    et = tl.trans(e)
+    sh = (8 * tl.arange(0, et.shape[0]))[:, None]
+    return tl.sum(et.to(WT) << sh.to(WT), 0)
+
+
+@triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr,
                      PAIR_RUN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
@@ -436,6 +447,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    REGION_M > 1: a column of REGION_M tiles per program (grid axis M counts regions; EVEN only), one
+    after another; colwise_scale's bytes of the region's rows are stored once, as one word per
+    row, instead of BLOCK_M // 32 bytes per tile (its plain layout gives a tile's row only that many
+    bytes: each its own partial-sector write in L2; speed only, same bytes).
     PAIR_RUN: the even and odd rows load apart, each thread holding runs of PAIR_RUN consecutive row
     pairs (runtime.pair_run matches the load layout; any power of two up to a block's pairs is correct).
     """
@@ -451,136 +466,277 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
-    # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
-    # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
-    # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
-    # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
-    L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
-    ii = tl.arange(0, BLOCK_M // 2)
-    offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
-    xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
-    if EVEN:
-        xe = tl.load(xe_ptrs)
-        xo = tl.load(xe_ptrs + stride_xm)
+    if REGION_M > 1:  # a column of REGION_M tiles, one after another (the launcher checks EVEN)
+        WB: tl.constexpr = REGION_M * (BLOCK_M // 32)  # colwise_scale bytes per row of the region: 2, 4 or 8
+        WT: tl.constexpr = tl.int64 if WB == 8 else (tl.int32 if WB == 4 else tl.int16)
+        pid_rm = pid_m
+        colwise_scale_word = tl.zeros([BLOCK_N], WT)
+        for i in range(REGION_M):
+            pid_m = pid_rm * REGION_M + i
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
+            # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+            # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+            # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+            # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+            L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+            ii = tl.arange(0, BLOCK_M // 2)
+            offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+            xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
+            if EVEN:
+                xe = tl.load(xe_ptrs)
+                xo = tl.load(xe_ptrs + stride_xm)
+            else:
+                xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+                xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+            xi = _row_order(xe, xo, PAIR_RUN)
+
+            abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+            abo = _abs_pairs(xo)
+
+
+            # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+            xt = xi
+            # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+            # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+            # block's threads; the rows back in order after
+            me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+            mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+            w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+            w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+            amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
+
+            x = _widen_bf16(xt)
+            # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+            # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+            # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+            # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+            # with no shared memory or barrier.
+            if INPLACE_ROWS:
+                e_rowwise = _e8m0_rowwise(amax)
+                mult = _multiplier_rowwise(e_rowwise)
+                if HW_CVT:
+                    kw = _bf16x2_word_rowwise(mult)
+            else:
+                blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
+                amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
+                e_rowwise = _e8m0_rowwise(amax)
+                mult = _multiplier_rowwise(e_rowwise)
+                if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                    kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+                else:
+                    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+                e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
+            if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
+                lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
+                packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+            else:
+                q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
+                q_even, q_odd = tl.split(q)
+                packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+                # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+                packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
+
+            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+            tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+            r = ti
+            c = tj
+            v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
+            off = (pid_m * ((BLOCK_M) // 16) + tl.arange(0, (BLOCK_M) // 16))[:, None, None, None, None] * s3 + (pid_n * ((BLOCK_N // 2) // 32) + tl.arange(0, (BLOCK_N // 2) // 32))[None, :, None, None, None] * 512 + (tl.arange(0, 2))[None, None, :, None, None] * 256 + (tl.arange(0, 16))[None, None, None, :, None] * 16 + (tl.arange(0, 16))[None, None, None, None, :]
+            if EVEN:
+                tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+            else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+                ok = tl.permute(tl.reshape((r < M) & (c < s0), [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
+                tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+            tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
+            r = ti
+            c = tj
+            tl.store(rowwise_scale_ptr + ((r * s4) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s4))
+
+
+            # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
+            # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+            # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+            # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+            m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+            m = _umax2_reduce(m, 1, HW_CVT)
+            amax = _lanes_apart(m) << 16  # fp32 bits
+            # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+            blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
+            e_colwise = _e8m0_colwise(amax)
+            mult = _multiplier_colwise(e_colwise)
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+            e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+            e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
+            lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+            hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
+            if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
+                pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
+            else:
+                q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+                q_hi = _widen_bf16(hi) * mult[None, :, None, :]
+                pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
+                # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+                pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
+            packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
+
+            ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+            tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+            r = ti
+            c = tj
+            v = packed
+            off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s5 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+            if EVEN:
+                tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+            else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+                ok = (r < N) & (c < s5)
+                tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+            # this tile's bytes of each row go to bits 8 * (BLOCK_M // B) * i of the row's word
+            colwise_scale_word = (colwise_scale_word | (_scale_word(e_colwise, WT) << (8 * (BLOCK_M // 32) * i))).to(WT)
+
+        # the region's bytes of each row as one word: the layout's byte offset of the row's first, in words
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_rm * WB + tl.arange(0, 1))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr.to(tl.pointer_type(WT)) + (((r * s6) + c)) // WB, colwise_scale_word[:, None])
     else:
-        xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
-        xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
-    xi = _row_order(xe, xo, PAIR_RUN)
-
-    abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
-    abo = _abs_pairs(xo)
-
-
-    # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
-    xt = xi
-    # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
-    # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
-    # block's threads; the rows back in order after
-    me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
-    mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
-    w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
-    w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
-    amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
-
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-    # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-    # with no shared memory or barrier.
-    if INPLACE_ROWS:
-        e_rowwise = _e8m0_rowwise(amax)
-        mult = _multiplier_rowwise(e_rowwise)
-        if HW_CVT:
-            kw = _bf16x2_word_rowwise(mult)
-    else:
-        blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
-        amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
-        e_rowwise = _e8m0_rowwise(amax)
-        mult = _multiplier_rowwise(e_rowwise)
-        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
-            kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
+        # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+        # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+        # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+        # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+        L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+        ii = tl.arange(0, BLOCK_M // 2)
+        offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+        xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
+        if EVEN:
+            xe = tl.load(xe_ptrs)
+            xo = tl.load(xe_ptrs + stride_xm)
         else:
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
-        e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
-        lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
-        packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
-    else:
-        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
-        q_even, q_odd = tl.split(q)
-        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
-        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-        packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
+            xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+            xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+        xi = _row_order(xe, xo, PAIR_RUN)
 
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
-    r = ti
-    c = tj
-    v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
-    off = (pid_m * ((BLOCK_M) // 16) + tl.arange(0, (BLOCK_M) // 16))[:, None, None, None, None] * s3 + (pid_n * ((BLOCK_N // 2) // 32) + tl.arange(0, (BLOCK_N // 2) // 32))[None, :, None, None, None] * 512 + (tl.arange(0, 2))[None, None, :, None, None] * 256 + (tl.arange(0, 16))[None, None, None, :, None] * 16 + (tl.arange(0, 16))[None, None, None, None, :]
-    if EVEN:
-        tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
-    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-        ok = tl.permute(tl.reshape((r < M) & (c < s0), [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
-        tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
-    r = ti
-    c = tj
-    tl.store(rowwise_scale_ptr + ((r * s4) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s4))
+        abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+        abo = _abs_pairs(xo)
 
 
-    # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
-    # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
-    # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
-    # a u16x2 max per two columns, over the pairs of each block: each thread's run first
-    m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
-    m = _umax2_reduce(m, 1, HW_CVT)
-    amax = _lanes_apart(m) << 16  # fp32 bits
-    # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
-    blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
-    e_colwise = _e8m0_colwise(amax)
-    mult = _multiplier_colwise(e_colwise)
-    if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
-        kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
-    else:
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
-    e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
-    lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
-    hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
-    if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
-        pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
-    else:
-        q_lo = _widen_bf16(lo) * mult[None, :, None, :]
-        q_hi = _widen_bf16(hi) * mult[None, :, None, :]
-        pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
-        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-        pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
-    packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
+        # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+        xt = xi
+        # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+        # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+        # block's threads; the rows back in order after
+        me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+        mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+        w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+        w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+        amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
 
-    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
-    r = ti
-    c = tj
-    v = packed
-    off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s5 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
-    if EVEN:
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-        ok = (r < N) & (c < s5)
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+        # with no shared memory or barrier.
+        if INPLACE_ROWS:
+            e_rowwise = _e8m0_rowwise(amax)
+            mult = _multiplier_rowwise(e_rowwise)
+            if HW_CVT:
+                kw = _bf16x2_word_rowwise(mult)
+        else:
+            blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
+            e_rowwise = _e8m0_rowwise(amax)
+            mult = _multiplier_rowwise(e_rowwise)
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
+        if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
+            lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
+            packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+        else:
+            q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
+            q_even, q_odd = tl.split(q)
+            packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+            # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+            packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
 
-    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
-    r = ti
-    c = tj
-    tl.store(colwise_scale_ptr + ((r * s6) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s6))
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+        r = ti
+        c = tj
+        v = tl.permute(tl.reshape(packed, [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
+        off = (pid_m * ((BLOCK_M) // 16) + tl.arange(0, (BLOCK_M) // 16))[:, None, None, None, None] * s3 + (pid_n * ((BLOCK_N // 2) // 32) + tl.arange(0, (BLOCK_N // 2) // 32))[None, :, None, None, None] * 512 + (tl.arange(0, 2))[None, None, :, None, None] * 256 + (tl.arange(0, 16))[None, None, None, :, None] * 16 + (tl.arange(0, 16))[None, None, None, None, :]
+        if EVEN:
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = tl.permute(tl.reshape((r < M) & (c < s0), [(BLOCK_M) // 16, 16, (BLOCK_N // 2) // 32, 2, 16]), (0, 2, 3, 1, 4))
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_scale_ptr + ((r * s4) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s4))
+
+
+        # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
+        # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+        # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+        # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+        m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+        m = _umax2_reduce(m, 1, HW_CVT)
+        amax = _lanes_apart(m) << 16  # fp32 bits
+        # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+        blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
+        e_colwise = _e8m0_colwise(amax)
+        mult = _multiplier_colwise(e_colwise)
+        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+            kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
+        else:
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+        e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
+        lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+        hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
+        if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
+            pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
+        else:
+            q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+            q_hi = _widen_bf16(hi) * mult[None, :, None, :]
+            pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
+            # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+            pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
+        packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
+
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s5 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < N) & (c < s5)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr + ((r * s6) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s6))
 
 
 def _sizes(M, N):
@@ -615,14 +771,15 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
-    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) override the
+    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
+    column of that many tiles per program, where REGION_WORDS: see runtime.region_rows) override the
     tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
@@ -633,16 +790,18 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
-                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen)
+                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
+                                  region_m=region_m)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x64 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, ((M // 2)) * 2, (((M + 31) // 32)) * 32)
     cols = max(N, ((N // 2)) * 2, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
-                                                         cfg["grid_n_first"], cfg["grid_group"])
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
+    region = runtime.region_rows(NAME, cfg["region_m"], block_m, block_m // 32, even, M, bufs["colwise_scale"])
+    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
+                                                         cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 32)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
@@ -650,7 +809,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], REGION_M=region, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

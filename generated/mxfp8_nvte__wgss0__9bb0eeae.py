@@ -31,6 +31,7 @@ OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+REGION_WORDS = False  # whether region_m > 1 changes it (no output has a plain layout along M)
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
@@ -405,14 +406,15 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
-    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) override the
+    opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
+    column of that many tiles per program, where REGION_WORDS: see runtime.region_rows) override the
     tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
@@ -423,16 +425,18 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
-                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen)
+                                  grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
+                                  region_m=region_m)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
     rows = max(M, (M) * 1, (M) * 1, (M) * 1, (((M + 31) // 32)) * 32)
     cols = max(N, (N) * 1, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
-    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n),
-                                                         cfg["grid_n_first"], cfg["grid_group"])
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
+    region = runtime.region_rows(NAME, cfg["region_m"], block_m, 0, False, M, None)  # nothing to gain: 1
+    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
+                                                         cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]

@@ -143,3 +143,37 @@ def test_launch_grid_keeps_to_cuda_limits():
     assert launch_grid(MAX_GRID_Y + 1, 3, True) == ((MAX_GRID_Y + 1, 3), False, 0)  # too many row tiles for axis 1
     assert launch_grid(3, MAX_GRID_Y + 1, False) == ((MAX_GRID_Y + 1, 3), True, 0)  # too many column tiles
     assert launch_grid(3, 2 * MAX_GRID_Y, False, 2) == ((6, MAX_GRID_Y), False, 2)  # the groups fit axis 1
+
+
+MXFP4_OFF = dict.fromkeys(MXFP4_ON, False)
+REGIONS = [  # (kernel, options, tile, shape, region_m): a column of tiles per program, the transposed
+    # plain scales stored as one word per row (2, 4 and 8 bytes); ragged shapes and kernels without such
+    # an output fall back to one tile per program
+    ("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (256, 192), 2),
+    ("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (256, 192), 4),
+    ("mxfp4_cast_transpose_hw", MXFP4_OFF, (32, 64), (256, 128), 8),
+    ("mxfp4_cast_transpose_te", dict(MXFP4_ON, with_gemm_swizzled_scales=False), (64, 64), (256, 192), 2),
+    ("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (162, 202), 2),  # ragged: one tile per program
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (512, 256), 2),  # no plain transposed scales
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape,region", REGIONS, ids=[f"{c[0]}-{c[3][0]}x{c[3][1]}-r{c[4]}" for c in REGIONS])
+def test_region_tiles_match_reference(name, opts, tile, shape, region):
+    check(name, opts, tile, shape, seed=13, num_warps=2 if tile[0] < 128 else 8, region_m=region)
+
+
+def test_region_rows_applies_only_where_it_can():
+    from quantlay.errors import LaunchError
+    from quantlay.runtime import region_rows
+    scale = torch.zeros(64, dtype=torch.uint8)
+    assert region_rows("k", 4, 64, 2, True, 512, scale) == 4       # 8-byte words
+    assert region_rows("k", 2, 32, 1, True, 512, scale) == 2       # 2-byte words
+    assert region_rows("k", 4, 64, 2, False, 512, scale) == 1      # ragged grid
+    assert region_rows("k", 4, 64, 2, True, 384, scale) == 1       # the region does not divide M
+    assert region_rows("k", 8, 64, 2, True, 1024, scale) == 1      # a 16-byte word
+    assert region_rows("k", 4, 64, 0, True, 512, None) == 1        # no plain transposed scales
+    assert region_rows("k", 2, 64, 2, True, 512, scale[1:]) == 1   # a view not aligned to the word
+    for bad in (0, -2, True, 2.0):
+        with pytest.raises(LaunchError, match="region_m must be a positive int"):
+            region_rows("k", bad, 64, 2, True, 512, scale)

@@ -15,7 +15,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
     big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4,
-               opaque_widen=True)
+               opaque_widen=True, region_m=2)
     table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -25,12 +25,12 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     try:
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
         assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
-                                            grid_n_first=False, grid_group=0, opaque_widen=False)
+                                            grid_n_first=False, grid_group=0, opaque_widen=False, region_m=1)
         assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
         assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
-        # cap, in-place rows, grid order and the opaque widening ride along
+        # cap, in-place rows, grid order, the opaque widening and the region ride along
         assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
-                                            grid_n_first=True, grid_group=4, opaque_widen=True)
+                                            grid_n_first=True, grid_group=4, opaque_widen=True, region_m=2)
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
@@ -40,7 +40,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
 def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeypatch):
     from quantlay import runtime
     table = dict(block_m=128, block_n=64, num_warps=8, maxnreg=128, inplace_rows=True, grid_n_first=True,
-                 grid_group=0, opaque_widen=True)
+                 grid_group=0, opaque_widen=True, region_m=1)
     monkeypatch.setattr(tune, "lookup", lambda kernel, bucket, index=0: table if kernel == "k" else None)
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     assert runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1)) == table
@@ -125,6 +125,37 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         with pytest.raises(ValueError, match="max_tile=1024"):
             tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                       device="cpu", timer=timer, max_tile=1024)
+    finally:
+        tune._table.cache_clear()
+        tune.lookup.cache_clear()
+
+
+def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
+    """A kernel with plain transposed scales (REGION_WORDS) gets a last stage: the best two configs in
+    columns of tiles per program that divide M (here 2 of 64-row tiles; 4 would pass M = 128), checked
+    bit-exact like every candidate; the winner stores its region_m."""
+    import pytest
+    if torch.cuda.is_available():
+        pytest.skip("runs the stages in the interpreter")
+    off = dict.fromkeys(("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales"), False)
+    mod = find("mxfp4_cast_transpose_hw", **off)
+    assert mod.REGION_WORDS and not find("mxfp4_cast_transpose_hw", **dict(off, with_gemm_swizzled_scales=True)).REGION_WORDS
+    monkeypatch.setattr(mod, "CONFIGS", [(64, 64, 2, None, False)])
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": []}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    tune._table.cache_clear()
+    seen = []
+
+    def timer(fn):
+        seen.append(1)
+        return 100.0 - len(seen)  # each later candidate faster: the region stage's last wins
+    try:
+        (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
+        assert w["region_m"] == 2 and (w["block_m"], w["block_n"]) == (64, 64)
+        (stored,) = json.loads(table.read_text())["entries"]
+        assert stored["region_m"] == 2
     finally:
         tune._table.cache_clear()
         tune.lookup.cache_clear()
