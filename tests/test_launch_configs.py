@@ -177,3 +177,11 @@ def test_region_rows_applies_only_where_it_can():
     for bad in (0, -2, True, 2.0):
         with pytest.raises(LaunchError, match="region_m must be a positive int"):
             region_rows("k", bad, 64, 2, True, 512, scale)
+
+
+def test_region_tiles_in_64_bit_offsets(monkeypatch):
+    """A column of tiles with 64-bit offsets (taken when a buffer reaches 2^31 elements) against the
+    reference: the word offsets and the loop's program ids in int64."""
+    from quantlay import runtime
+    monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
+    check("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (256, 192), seed=14, num_warps=2, region_m=4)
