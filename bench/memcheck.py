@@ -3,7 +3,7 @@
 Meant to run under `compute-sanitizer --tool memcheck`: any out-of-bounds access is reported there.
 MEMCHECK_KERNELS (comma-separated kernel names) limits the run to those kernels; each module is printed
 as it finishes, so a run cut short still says what it covered. The launch configuration is the tuned one
-(the nearest size bucket), so the one-warp and narrow tiles run here too; a kernel with REGION_WORDS also
+(the nearest size bucket), so the one-warp and narrow tiles run here too; a kernel with REGION_BLOCK_ROWS also
 runs an even shape in columns of 2 and 4 tiles per program (ragged shapes take one tile per program).
 """
 import inspect
@@ -30,12 +30,13 @@ for e in manifest["files"]:
     res = mod.quantize(x, *groups)
     for d in sorted({k.rsplit("_", 1)[0] for k in res}):
         mod.dequantize(res, d)
-    if getattr(mod, "REGION_WORDS", False):  # columns of 2 and 4 tiles per program need an even grid
+    regions = getattr(mod, "REGION_BLOCK_ROWS", 0)
+    if regions:  # columns of 2 and 4 tiles per program need an even grid
         xe = inputs.specials(512, 192, seed=2).cuda()
         for r in (2, 4):
             mod.quantize(xe, block_m=64, block_n=64, num_warps=2, region_m=r)
     torch.cuda.synchronize()
     count += 1
-    print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles"
-                                                     if getattr(mod, "REGION_WORDS", False) else ""), flush=True)
+    print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else ""),
+          flush=True)
 print(f"memcheck: ran {count} generated modules (quantize + every dequantize)")

@@ -37,7 +37,7 @@ p.add_argument("--inplace-rows", action="store_true", help="rowwise scale math i
 p.add_argument("--maxnreg", type=int, default=0, help="register cap (ptxas .maxnreg), 0 for none")
 p.add_argument("--grid-group", type=int, default=0, help="GRID_GROUP (column tiles per group; 0: plain M-first)")
 p.add_argument("--opaque-widen", action="store_true", help="OPAQUE_WIDEN (the second direction widens anew)")
-p.add_argument("--region-m", type=int, default=1, help="REGION_M (tiles per program along M; kernels with REGION_WORDS)")
+p.add_argument("--region-m", type=int, default=1, help="REGION_M (tiles per program along M; kernels with REGION_BLOCK_ROWS)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 a = p.parse_args()
 from quantlay.spec import shipped_kernels  # noqa: E402

@@ -287,10 +287,12 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         tile_mult = (w * ic, h * ir) if oriented else (h * ir, w * ic)
     # A scale tile whose rows are contiguous bytes along M in memory (the plain transpose: [N, M // B]
     # E8M0 bytes): a program over a column of tiles (REGION_M) can store each row's bytes as one word.
+    # region_block_rows: B, the input rows per byte along such a row (0: not such an output).
     region_words = (o.role == "scale" and d.scale.storage != "f32" and tile_coords and not stages
                     and not has_pad and not mapped_rows and pids == ("n", "m"))
     return {
-        "key": o.key, "role": o.role, "direction": o.direction, "region_words": region_words,
+        "key": o.key, "role": o.role, "direction": o.direction,
+        "region_block_rows": d.block[0] if region_words else 0,
         "tl_dtype": "tl.float32" if o.role == "scale" and d.scale.storage == "f32" else "tl.uint8",
         "torch_dtype": "torch.float32" if o.role == "scale" and d.scale.storage == "f32" else "torch.uint8",
         "ptr": f"{o.key}_ptr",
@@ -398,8 +400,8 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "min_tile_m": tile_m, "min_tile_n": tile_n,
         "has_inplace_option": any(c["inplace_option"] for c in directions),
         # the one output REGION_M > 1 stores as words (None: REGION_M changes nothing)
-        "region_output": next(iter(o for o in outputs if o["region_words"]), None)
-        if sum(o["region_words"] for o in outputs) == 1 and not k.groups else None,
+        "region_output": next((o for o in outputs if o["region_block_rows"]), None)
+        if sum(bool(o["region_block_rows"]) for o in outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),

@@ -225,21 +225,22 @@ LAUNCH_DEFAULTS = {"maxnreg": None, "inplace_rows": False, "grid_n_first": False
                    "opaque_widen": False, "region_m": 1}
 
 
-def region_rows(kernel: str, region_m, block_m: int, tile_bytes: int, even: bool, M: int, scale) -> int:
+def region_rows(kernel: str, region_m, block_m: int, block_rows: int, even: bool, M: int, scale=None) -> int:
     """Tiles per program along M (the kernel's REGION_M): region_m where it applies, else 1.
 
-    A kernel whose transposed scales are plain bytes ([N, M // 32], REGION_WORDS) stores the region's
-    bytes of each row as one 2-, 4- or 8-byte word: fewer, fuller L2 writes than tile_bytes per tile
-    (on the H200 the MXFP4 cast with every option off went from 64.0 to 66.5% of a copy with 2 tiles).
-    Like the grid order it changes speed only: it is dropped (1) where the kernel has no such output
-    (tile_bytes 0), the grid is not EVEN, the region does not divide M, a word would pass 8 bytes, or
-    the scale buffer (e.g. a caller's `out` view) is not aligned to the word."""
+    A kernel whose transposed scales are plain bytes ([N, M // block_rows], REGION_BLOCK_ROWS) stores
+    the region's bytes of each row as one 2-, 4- or 8-byte word: fewer, fuller L2 writes than
+    block_m // block_rows bytes per tile (on the H200 the MXFP4 cast with every option off went from
+    64.0 to 66.5% of a copy with 2 tiles). Like the grid order it changes speed only: it is dropped (1)
+    where the kernel has no such output (block_rows 0), the grid is not EVEN, the region does not divide
+    M, a word would pass 8 bytes, or the scale buffer (e.g. a caller's `out` view; None: not checked)
+    is not aligned to the word."""
     if not isinstance(region_m, int) or isinstance(region_m, bool) or region_m < 1:
         raise LaunchError(f"{kernel}: region_m must be a positive int (tiles per program along M), got "
                           f"{region_m!r}; use 1 for one tile per program")
-    word = region_m * tile_bytes
+    word = region_m * (block_m // block_rows) if block_rows else 0
     if (region_m == 1 or not even or M % (block_m * region_m) or word not in (2, 4, 8)
-            or scale.data_ptr() % word):
+            or (scale is not None and scale.data_ptr() % word)):
         return 1
     return region_m
 

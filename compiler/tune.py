@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 TABLE = Path(__file__).with_name("tuning.json")
 N_FIRST_RETIMED = 4  # the best M-first configurations retimed with the grid in N-first order
 GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of column tiles
-# kernels with plain transposed scales (REGION_WORDS): the best configuration of each of the three best
+# kernels with plain transposed scales (REGION_BLOCK_ROWS): the best configuration of each of the three best
 # tiles (tile, warps, register cap) with columns of 2 and 4 tiles per program (on the H200 a 64x64 tile
 # gained 4% from it where the best 64x128 tile gained nothing: the best few configs can be one tile)
 REGIONS_RETIMED, REGIONS = 3, (2, 4)
@@ -71,14 +71,14 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
          max_tile: Optional[int] = None) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
     the second direction's opaque widening (two-direction kernels), with the grid in N-first order, in
-    groups of column tiles and (REGION_WORDS) in columns of tiles per program; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
+    groups of column tiles and (REGION_BLOCK_ROWS) in columns of tiles per program; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
     replays; the tests pass another one and device="cpu" to run the stages in the interpreter).
     `max_tile`: sweep only tiles of at most that many elements (a shorter sweep where large tiles lose)."""
     import torch
     import triton
     from . import inputs, reference
     from .bench import bytes_moved, time_call
-    from .runtime import LAUNCH_DEFAULTS
+    from .runtime import LAUNCH_DEFAULTS, region_rows
     timer = timer or (lambda fn: time_call(fn)[0])  # graph replays: no host time
     from . import spec as specmod
     from quantlay.generated import find
@@ -143,14 +143,14 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                 if triton.cdiv(shape[1], cfg["block_n"]) % g == 0:  # a group must divide the column tiles
                     measure(dict(cfg, grid_n_first=False, grid_group=g))  # groups are an M-first order
         stage = "group stage"
-        if getattr(mod, "REGION_WORDS", False):
+        if getattr(mod, "REGION_BLOCK_ROWS", 0):
             winner(stage)
             tiles = {}
             for cfg in best(len(timed)):
                 tiles.setdefault((cfg["block_m"], cfg["block_n"], cfg["num_warps"], cfg["maxnreg"]), cfg)
             for cfg in list(tiles.values())[:REGIONS_RETIMED]:
                 for r in REGIONS:  # only regions the launcher takes (whole regions, words of 2-8 bytes)
-                    if shape[0] % (cfg["block_m"] * r) == 0 and r * cfg["block_m"] // 32 in (2, 4, 8):
+                    if region_rows(mod.NAME, r, cfg["block_m"], mod.REGION_BLOCK_ROWS, True, shape[0]) == r:
                         measure(dict(cfg, region_m=r))
             stage = "region stage"
         winners.append(winner(stage))

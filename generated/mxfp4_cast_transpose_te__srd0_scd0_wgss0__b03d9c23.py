@@ -31,7 +31,7 @@ OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": False, "wit
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
-REGION_WORDS = True  # whether region_m > 1 changes it (colwise_scale)
+REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
@@ -523,7 +523,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
-    column of that many tiles per program, where REGION_WORDS: see runtime.region_rows) override the
+    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) override the
     tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
@@ -543,7 +543,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cols = max(N, ((N // 2)) * 2, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
-    region = runtime.region_rows(NAME, cfg["region_m"], block_m, block_m // 32, even, M, bufs["colwise_scale"])
+    region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M, bufs["colwise_scale"])
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}

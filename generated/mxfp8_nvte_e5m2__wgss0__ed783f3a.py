@@ -31,7 +31,7 @@ OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
-REGION_WORDS = False  # whether region_m > 1 changes it (no output has a plain layout along M)
+REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
 CONFIGS = [
@@ -414,7 +414,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
-    column of that many tiles per program, where REGION_WORDS: see runtime.region_rows) override the
+    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) override the
     tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
@@ -434,7 +434,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cols = max(N, (N) * 1, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
-    region = runtime.region_rows(NAME, cfg["region_m"], block_m, 0, False, M, None)  # nothing to gain: 1
+    region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}

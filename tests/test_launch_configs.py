@@ -167,16 +167,16 @@ def test_region_rows_applies_only_where_it_can():
     from quantlay.errors import LaunchError
     from quantlay.runtime import region_rows
     scale = torch.zeros(64, dtype=torch.uint8)
-    assert region_rows("k", 4, 64, 2, True, 512, scale) == 4       # 8-byte words
-    assert region_rows("k", 2, 32, 1, True, 512, scale) == 2       # 2-byte words
-    assert region_rows("k", 4, 64, 2, False, 512, scale) == 1      # ragged grid
-    assert region_rows("k", 4, 64, 2, True, 384, scale) == 1       # the region does not divide M
-    assert region_rows("k", 8, 64, 2, True, 1024, scale) == 1      # a 16-byte word
-    assert region_rows("k", 4, 64, 0, True, 512, None) == 1        # no plain transposed scales
-    assert region_rows("k", 2, 64, 2, True, 512, scale[1:]) == 1   # a view not aligned to the word
+    assert region_rows("k", 4, 64, 32, True, 512, scale) == 4       # 8-byte words
+    assert region_rows("k", 2, 32, 32, True, 512, scale) == 2       # 2-byte words
+    assert region_rows("k", 4, 64, 32, False, 512, scale) == 1      # ragged grid
+    assert region_rows("k", 4, 64, 32, True, 384, scale) == 1       # the region does not divide M
+    assert region_rows("k", 8, 64, 32, True, 1024, scale) == 1      # a 16-byte word
+    assert region_rows("k", 4, 64, 0, True, 512, None) == 1         # no plain transposed scales
+    assert region_rows("k", 2, 64, 32, True, 512, scale[1:]) == 1   # a view not aligned to the word
     for bad in (0, -2, True, 2.0):
         with pytest.raises(LaunchError, match="region_m must be a positive int"):
-            region_rows("k", bad, 64, 2, True, 512, scale)
+            region_rows("k", bad, 64, 32, True, 512, scale)
 
 
 def test_region_tiles_in_64_bit_offsets(monkeypatch):

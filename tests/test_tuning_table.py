@@ -131,7 +131,7 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
 
 
 def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
-    """A kernel with plain transposed scales (REGION_WORDS) gets a last stage: the best two configs in
+    """A kernel with plain transposed scales (REGION_BLOCK_ROWS) gets a last stage: the best two configs in
     columns of tiles per program that divide M (here 2 of 64-row tiles; 4 would pass M = 128), checked
     bit-exact like every candidate; the winner stores its region_m."""
     import pytest
@@ -139,7 +139,7 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
         pytest.skip("runs the stages in the interpreter")
     off = dict.fromkeys(("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales"), False)
     mod = find("mxfp4_cast_transpose_hw", **off)
-    assert mod.REGION_WORDS and not find("mxfp4_cast_transpose_hw", **dict(off, with_gemm_swizzled_scales=True)).REGION_WORDS
+    assert mod.REGION_BLOCK_ROWS and not find("mxfp4_cast_transpose_hw", **dict(off, with_gemm_swizzled_scales=True)).REGION_BLOCK_ROWS
     monkeypatch.setattr(mod, "CONFIGS", [(64, 64, 2, None, False)])
     table = tmp_path / "tuning.json"
     table.write_text(json.dumps({"entries": []}))
