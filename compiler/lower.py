@@ -386,6 +386,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
     # About 64 elements per thread where blocks span rows (few warps to cross: MXFP8 32x64 on one warp,
     # 128x1 casts 128x64 on four, within 1% of two), 16 where every block is one row (1x128: 32x128 on 8).
     per_warp = 2048 if any(d.block[0] > 1 for d in variant.directions) else 512
+    word_outputs = [o for o in outputs if o["region_block_rows"]]
     return {
         "name": variant.name,
         "kernel": k.name,
@@ -400,8 +401,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "min_tile_m": tile_m, "min_tile_n": tile_n,
         "has_inplace_option": any(c["inplace_option"] for c in directions),
         # the one output REGION_M > 1 stores as words (None: REGION_M changes nothing)
-        "region_output": next((o for o in outputs if o["region_block_rows"]), None)
-        if sum(bool(o["region_block_rows"]) for o in outputs) == 1 and not k.groups else None,
+        "region_output": word_outputs[0] if len(word_outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),

@@ -259,7 +259,7 @@ def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given
     return out
 
 
-def group_offsets(kernel: str, group_lens, x: torch.Tensor):
+def segment_buffers(kernel: str, group_lens, x: torch.Tensor):
     """(G, lengths, group offsets, padded offsets) for a segmented kernel, with no host sync and no
     launch: the kernel's row-map program reads the lengths and writes both offset buffers (int64, G + 1
     entries)."""

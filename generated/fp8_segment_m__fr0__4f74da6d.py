@@ -328,7 +328,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
-    G, lens, goffs, poffs = runtime.group_offsets(NAME, group_lens, x2)
+    G, lens, goffs, poffs = runtime.segment_buffers(NAME, group_lens, x2)
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     # the caller's settings, else the committed table's (quantlay tune), else the template's default;
