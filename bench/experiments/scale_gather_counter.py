@@ -11,38 +11,22 @@ colwise codes are stored. Measured: 63-65% against 66.8% for the shipped columns
 Z=2 (h200_variants_mxfp4_off_gather_09ee217.log).
 """
 import sys
-SRC = "generated/mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2.py"
-t = open(SRC).read()
 
-def sub(old, new, count=1):
-    global t
-    assert t.count(old) == count, (old, t.count(old))
-    t = t.replace(old, new)
+from copyedit import GROUP_PIDS, OFF_MODULE, Copy
 
+copy = Copy(OFF_MODULE)
+sub = copy.sub
 sub("PAIR_RUN: tl.constexpr):", "PAIR_RUN: tl.constexpr, scr_ptr, cnt_ptr, s1h, s3h, GM: tl.constexpr, GN: tl.constexpr, NOSYNC: tl.constexpr, EARLY: tl.constexpr):")
-sub("    if GRID_N_FIRST:\n        pid_m = tl.program_id(1)",
-    """    if GM > 0:
-        pid = tl.program_id(0)
-        g = pid // (GM * GN)
-        t = pid % (GM * GN)
-        groups_n = N // (BLOCK_N * GN)
-        gm = g // groups_n
-        gn = g % groups_n
-        pid_m = gm * GM + t // GN
-        pid_n = gn * GN + t % GN
-    elif GRID_N_FIRST:
-        pid_m = tl.program_id(1)""")
+sub(*GROUP_PIDS)
 old_r = "        tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))\n"
-assert t.count("\n" + old_r) == 1
-t = t.replace("\n" + old_r, """
+sub("\n" + old_r, """
         if GM > 0:
             wr = tl.sum(e_rowwise << (8 * tl.arange(0, BLOCK_N // 32))[None, :], 1).to(tl.int16)
             tl.store(scr_ptr + pid * (BLOCK_M + BLOCK_N) + tl.arange(0, BLOCK_M), wr)
         else:
     """ + old_r)
 old_c = "        tl.store(colwise_scale_ptr + ((r * s3) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s3))\n"
-assert t.count("\n" + old_c) == 1
-t = t.replace("\n" + old_c, """
+sub("\n" + old_c, """
         if GM > 0:
             if not EARLY:
                 tl.store(scr_ptr + pid * (BLOCK_M + BLOCK_N) + BLOCK_M + tl.arange(0, BLOCK_N), _scale_word(e_colwise, tl.int16))
@@ -71,8 +55,7 @@ t = t.replace("\n" + old_c, """
         else:
     """ + old_c)
 old_t = "\n        e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks\n"
-assert t.count(old_t) == 1
-t = t.replace(old_t, old_t + """        if GM > 0:
+sub(old_t, old_t + """        if GM > 0:
             if EARLY:
                 tl.store(scr_ptr + pid * (BLOCK_M + BLOCK_N) + BLOCK_M + tl.arange(0, BLOCK_N), _scale_word(e_colwise, tl.int16))
                 if NOSYNC:
@@ -110,5 +93,5 @@ def _counters(n, device):
 
 def _sizes(M, N):''')
 for gm, gn, z, e in [[int(v) for v in s.split("x")] for s in sys.argv[1:]]:
-    out = t.replace('NAME = "', f'GATHER_GM, GATHER_GN, ZERO_EACH, EARLY = {gm}, {gn}, {z}, {e}\nNAME = "', 1)
+    out = copy.text.replace('NAME = "', f'GATHER_GM, GATHER_GN, ZERO_EACH, EARLY = {gm}, {gn}, {z}, {e}\nNAME = "', 1)
     open(f"exp/gather_{gm}x{gn}{['', '_z', '_nosync'][z]}{'_early' if e else ''}.py", "w").write(out)

@@ -10,29 +10,13 @@ shares: not a design to ship. Measured: 64.7-67.1% against 65.7% for the shipped
 70.8% for the scratch alone (h200_variants_mxfp4_off_poll_09ee217.log).
 """
 import sys
-SRC = "generated/mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2.py"
-t = open(SRC).read()
 
+from copyedit import GROUP_PIDS, OFF_MODULE, Copy
 
-def sub(old, new, count=1):
-    global t
-    assert t.count(old) == count, (old, t.count(old))
-    t = t.replace(old, new)
-
-
+copy = Copy(OFF_MODULE)
+sub = copy.sub
 sub("PAIR_RUN: tl.constexpr):", "PAIR_RUN: tl.constexpr, scr_ptr, s1h, s3h, GM: tl.constexpr, GN: tl.constexpr, NOSYNC: tl.constexpr):")
-sub("    if GRID_N_FIRST:\n        pid_m = tl.program_id(1)",
-    """    if GM > 0:
-        pid = tl.program_id(0)
-        g = pid // (GM * GN)
-        t = pid % (GM * GN)
-        groups_n = N // (BLOCK_N * GN)
-        gm = g // groups_n
-        gn = g % groups_n
-        pid_m = gm * GM + t // GN
-        pid_n = gn * GN + t % GN
-    elif GRID_N_FIRST:
-        pid_m = tl.program_id(1)""")
+sub(*GROUP_PIDS)
 old_r = "\n        tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))\n"
 sub(old_r, """
         if GM > 0:
@@ -95,5 +79,5 @@ def _scratch(n, device):
 
 def _sizes(M, N):''')
 for gm, gn, z in [[int(v) for v in s.split("x")] for s in sys.argv[1:]]:
-    out = t.replace('NAME = "', f'GATHER_GM, GATHER_GN, NOSYNC = {gm}, {gn}, {z}\nNAME = "', 1)
+    out = copy.text.replace('NAME = "', f'GATHER_GM, GATHER_GN, NOSYNC = {gm}, {gn}, {z}\nNAME = "', 1)
     open(f"exp/poll_{gm}x{gn}{'_nosync' if z else ''}.py", "w").write(out)
