@@ -131,9 +131,10 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
 
 
 def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
-    """A kernel with plain transposed scales (REGION_BLOCK_ROWS) gets a last stage: the best two configs in
-    columns of tiles per program that divide M (here 2 of 64-row tiles; 4 would pass M = 128), checked
-    bit-exact like every candidate; the winner stores its region_m."""
+    """A kernel with plain transposed scales (REGION_BLOCK_ROWS) gets a last stage: the best config of each
+    of the three best tiles (here the one candidate tile) in columns of 2 and 4 tiles per program where
+    they divide M (here 2 of 64-row tiles; 4 would pass M = 128), checked bit-exact like every candidate;
+    the winner stores its region_m."""
     import pytest
     if torch.cuda.is_available():
         pytest.skip("runs the stages in the interpreter")
