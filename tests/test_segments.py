@@ -119,3 +119,36 @@ def test_segmented_needs_a_groups_parameter():
     with pytest.raises(quantlay.SpecError, match="segmented but the kernel has no groups parameter"):
         load("kernel k(x: bf16[M, N]) { colwise blocks 128x1 segmented profile fp8_block_rocm_te {"
              " store data as row_major store scale as row_major } }")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused", [False, True])
+def test_dependent_launch_replayed_with_new_lengths(fused):
+    """On sm_90 the cast is launched as the row-map kernel's programmatic dependent and waits for the map's
+    stores inside the kernel. Replayed from a CUDA graph with other lengths copied in and every output
+    poisoned before each replay, the bytes are the reference's for those lengths: a cast that read the
+    map before it landed would read the previous replay's map."""
+    variant = KERNEL.variant(fused_rowwise=fused)
+    mod = find("fp8_segment_m", fused_rowwise=fused)
+    M, N, G = 8192, 512, 64
+    x = inputs.specials(M, N, seed=21).to(DEVICE)
+    runs = []
+    for seed in (1, 2, 3):
+        cuts = torch.sort(torch.randint(0, M + 1, (G - 1,), generator=torch.Generator().manual_seed(seed))).values
+        runs.append(torch.diff(torch.cat([torch.tensor([0]), cuts, torch.tensor([M])])))
+    lens = runs[0].to(DEVICE)
+    out = {k: torch.empty(s[2], dtype=mod.DTYPES[k], device=DEVICE) for k, s in mod._shapes(M, N, G).items()}
+    mod.quantize(x, lens, out=out)  # compile outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        res = mod.quantize(x, lens, out=out)
+    for run in runs[1:] + runs[:1]:
+        lens.copy_(run)
+        for t in out.values():
+            t.view(torch.uint8).fill_(0x5A)
+        g.replay()
+        torch.cuda.synchronize()
+        ref = reference.quantize(variant, x.cpu(), run)
+        for k in ref:
+            assert reference.same_values(res[k].tensor.cpu(), ref[k]), (fused, k)
