@@ -117,3 +117,4 @@ if a.dump:
     open("/tmp/kernel.sass", "w").write(sass)
     open("/tmp/kernel.ttgir", "w").write(k.asm["ttgir"])
     open("/tmp/kernel.cubin", "wb").write(k.asm["cubin"])
+    open("/tmp/kernel.ptx", "w").write(k.asm["ptx"])
