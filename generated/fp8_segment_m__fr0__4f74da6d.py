@@ -363,7 +363,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     GP = triton.next_power_of_2(G + 1)
     TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
     # On sm_90 the cast is the map kernel's programmatic dependent: its programs are resident when the map
-    # lands instead of launching after the map grid drains (0.3-0.7 us per call on the H200)
+    # lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     pdl = runtime.compiled_for_gpu(x2)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, G, T, GP=GP, TB=TB, PDL=pdl, num_warps=4)
     if pdl:
