@@ -355,6 +355,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
+    hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT), and the dependent launch that waits with one
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     # the row map of every block of padded rows, on the device (no host sync), read by each program
@@ -362,15 +363,14 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
     GP = triton.next_power_of_2(G + 1)
     TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
-    # On sm_90 the cast is the map kernel's programmatic dependent: its programs are resident when the map
-    # lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
-    pdl = runtime.compiled_for_gpu(x2)
-    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, G, T, GP=GP, TB=TB, PDL=pdl, num_warps=4)
-    if pdl:
+    # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
+    # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
+    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, G, T, GP=GP, TB=TB, PDL=hw, num_warps=4)
+    if hw:
         kwargs["launch_pdl"] = True
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
-                           HW_CVT=runtime.compiled_for_gpu(x2), INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
+                           HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
