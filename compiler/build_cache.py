@@ -13,15 +13,16 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional
 
-from quantlay.errors import SpecError, did_you_mean
+from quantlay.errors import QuantlayError, SpecError, did_you_mean
 
 from . import __version__
 from . import spec as specmod
-from .generate import compile_kernel
+from .generate import compile_variant
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("QUANTLAY_CACHE", Path.home() / ".cache" / "quantlay"))
+    """$QUANTLAY_CACHE, or ~/.cache/quantlay when it is unset or empty."""
+    return Path(os.environ.get("QUANTLAY_CACHE") or Path.home() / ".cache" / "quantlay")
 
 
 def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]] = None):
@@ -41,18 +42,26 @@ def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]]
                             hint=did_you_mean(kernel, names) or f"kernels: {', '.join(names)}")
         k = kernels[names.index(kernel)]
     variant = k.variant(**(options or {}))
-    src = dict((v.options, s) for v, s in compile_kernel(k))[variant.options]
+    src = compile_variant(variant)
     import triton
     key = hashlib.sha256(f"{__version__}\0{triton.__version__}\0{src}".encode()).hexdigest()[:32]
     mod_name = f"quantlay_cache_{variant.name}_{key[:12]}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     path = cache_dir() / key / f"{variant.name}.py"
-    if not path.exists() or path.read_text() != src:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(src)
-        os.replace(tmp, path)
+    try:
+        current = path.read_text() if path.is_file() else None
+    except (OSError, UnicodeDecodeError):  # an unreadable or corrupt entry is written anew
+        current = None
+    if current != src:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(src)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise QuantlayError(f"cannot write the kernel cache entry {path}: {exc.strerror or exc}; set "
+                                f"QUANTLAY_CACHE to a writable folder (default ~/.cache/quantlay)") from None
     spec_ = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec_)
     sys.modules[mod_name] = module

@@ -11,19 +11,42 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 from .errors import QuantlayError
 
-GENERATED_DIR = Path(__file__).resolve().parent.parent / "generated"
+from .paths import GENERATED_DIR
+
+
+def _shapes(text: str):
+    """'128x256,96x160' -> ((128, 256), (96, 160)); anything else is a usage error naming the fix."""
+    out = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([1-9][0-9]*)x([1-9][0-9]*)\s*", part)
+        if not m:
+            raise QuantlayError(f"shape {part!r} is not MxN with positive integers; write e.g. 256x512 "
+                                f"(several: 256x512,96x160)")
+        out.append((int(m.group(1)), int(m.group(2))))
+    return tuple(out)
 
 
 def _cmd_generate(args) -> int:
     from . import generate
+    from . import spec as specmod
     out = Path(args.out)
-    files = generate.render_all([Path(p) for p in args.specs] if args.specs else None)
+    specs = [Path(p) for p in args.specs] or None
+    if specs and out.resolve() == GENERATED_DIR.resolve():
+        shipped = {p.resolve() for p in specmod.shipped_specs()}
+        if not all(p.resolve() in shipped for p in specs):
+            print("error: generated/ holds the kernels of every shipped spec (dsl/specs/*.ql) and nothing "
+                  "else; render other specs into a folder of their own with --out DIR, or use "
+                  "quantlay.build(spec) at run time", file=sys.stderr)
+            return 2
+        specs = None  # a shipped spec: regenerate them all, so no other spec's modules are removed
+    files = generate.render_all(specs)
     if args.check:
         problems = generate.check(out, files)
         if problems:
@@ -50,9 +73,8 @@ def _cmd_show(args) -> int:
 
 def _cmd_verify(args) -> int:
     from .verify import verify
-    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
-    rep = verify(args.spec, shapes=shapes, seed=args.seed)
-    print("\n".join(rep.lines))
+    shapes = _shapes(args.shapes) if args.shapes else None
+    rep = verify(args.spec, shapes=shapes, seed=args.seed, log=lambda line: print(line, flush=True))
     if rep.failures:
         print(f"FAILED: {len(rep.failures)} problem(s)")
         for f in rep.failures[:50]:
@@ -113,7 +135,7 @@ def _cmd_bench(args) -> int:
               file=sys.stderr)
         return 2
     from . import bench
-    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
+    shapes = _shapes(args.shapes)
     try:
         bench.run(groups=args.groups.split(","), shapes=shapes, csv_path=args.csv,
                   match=args.match.split(",") if args.match else None)
@@ -140,7 +162,7 @@ def _cmd_tune(args) -> int:
     for name in names:  # a kernel without options has one variant whatever --flags says
         settings = args.flags.split(",") if kernels[name].options else ["off"]
         variants += [(name, dict.fromkeys(kernels[name].options, flags == "on")) for flags in settings]
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shape.split(",")]
+    shapes = list(_shapes(args.shape))
     try:
         tune(variants, shapes=shapes, max_tile=args.max_tile)  # prints and stores each winner (one per bucket)
     except ValueError as exc:
@@ -154,9 +176,9 @@ def _cmd_compare(args) -> int:
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from .compare import BindingError, run
-    shapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","))
+    shapes = _shapes(args.shapes)
     try:
-        tshapes = tuple(tuple(int(v) for v in s.split("x")) for s in args.time_shapes.split(",")) \
+        tshapes = _shapes(args.time_shapes) \
             if args.time_shapes else None
         return run(args.spec, args.against, args.binding, shapes, json_path=args.json, time_shapes=tshapes)
     except BindingError as exc:
@@ -181,7 +203,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.set_defaults(fn=_cmd_show)
     v = sub.add_parser("verify", help="bit-exact check of every variant and option")
     v.add_argument("spec")
-    v.add_argument("--shapes", default="128x192,96x256", help="comma-separated MxN shapes")
+    v.add_argument("--shapes", default=None, help="comma-separated MxN shapes (default: two shapes per kernel, "
+                   "derived from the multiples its layouts need, one ragged in M and one in N)")
     v.add_argument("--seed", type=int, default=0)
     v.set_defaults(fn=_cmd_verify)
     d = sub.add_parser("demo", help="generate, run a shipped kernel, check it against the reference")
@@ -215,6 +238,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return args.fn(args)
     except QuantlayError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (`quantlay show ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a folder or file quantlay must write or read (generated/, a cache, --csv)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot access{where}: {exc.strerror or exc}; check that the path exists and is "
+              f"writable", file=sys.stderr)
         return 2
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -20,20 +21,39 @@ from .render import render_variant
 MANIFEST = "MANIFEST.json"
 INIT = "__init__.py"
 FIX = "quantlay generate"
+HEADER = b"# GENERATED FILE, DO NOT EDIT"
 
 
 def compile_kernel(kernel: KernelIR) -> List[Tuple[VariantIR, str]]:
-    """Render every variant; an option whose two settings render the same code is an error."""
+    """Render every variant (what `generate` writes); an option whose two settings render the same code
+    is an error."""
     rendered = [(v, render_variant(v)) for v in kernel.variants()]
-    by_opts = {v.options: src for v, src in rendered}
-    for i, (opt, span) in enumerate(zip(kernel.options, kernel.option_spans)):
+    _check_options_matter(kernel, {v.options: src for v, src in rendered}.__getitem__)
+    return rendered
+
+
+def compile_variant(variant: VariantIR) -> str:
+    """Render one variant, and the few more (every option off, each one alone on) that prove every
+    option changes the code: n + 1 renders for n options, not 2^n."""
+    kernel = variant.kernel
+    memo: Dict[tuple, str] = {}
+
+    def source(options: tuple) -> str:
+        if options not in memo:
+            memo[options] = render_variant(kernel.variant(**dict(options)))
+        return memo[options]
+    _check_options_matter(kernel, source)
+    return source(variant.options)
+
+
+def _check_options_matter(kernel: KernelIR, source) -> None:
+    for opt, span in zip(kernel.options, kernel.option_spans):
         off = tuple((n, False) for n in kernel.options)
         on = tuple((n, n == opt) for n in kernel.options)
-        if _strip_identity(by_opts[off]) == _strip_identity(by_opts[on]):
+        if _strip_identity(source(off)) == _strip_identity(source(on)):
             raise SpecError(f"option '{opt}' does not change the generated code of kernel {kernel.name}",
                             line=span.line, column=span.column,
                             hint="an option must select a different layout; remove it or use it")
-    return rendered
 
 
 def _strip_identity(src: str) -> str:
@@ -89,6 +109,9 @@ def _init_source(entries) -> str:
     lines += ['}', '', '',
               'def find(kernel, **options):',
               '    """The generated module of `kernel` with `options` (unset options are False)."""',
+              '    for name, value in options.items():',
+              '        if not isinstance(value, bool):',
+              '            raise TypeError(f"option {name}={value!r} must be True or False, not a {type(value).__name__}")',
               '    names = {k: dict(o) for k, o in VARIANTS}',
               '    if kernel not in names:',
               '        raise KeyError(f"no generated kernel {kernel!r}; known: {sorted(names)}")',
@@ -104,19 +127,45 @@ def _init_source(entries) -> str:
 
 
 def write(out_dir: Path, files: Dict[str, str]) -> List[str]:
-    """Write changed files, delete files the manifest no longer lists; return what changed."""
+    """Write changed files, delete the generated files no longer listed; return what changed.
+
+    Each file is written to a temporary name and renamed over the old one, the manifest last: a write
+    stopped half-way leaves whole files (old or new) and a manifest that `--check` compares against.
+    Only files quantlay wrote (listed in the previous manifest, or carrying the generated header) are
+    deleted."""
     out_dir.mkdir(parents=True, exist_ok=True)
     changed = []
-    for name, content in sorted(files.items()):
+    last = (INIT, MANIFEST)
+    for name in sorted(files, key=lambda n: (n in last, last.index(n) if n in last else 0, n)):
         p = out_dir / name
-        if not p.exists() or p.read_text() != content:
-            p.write_text(content)
+        if not p.exists() or p.read_text() != files[name]:
+            tmp = out_dir / f".{name}.tmp{os.getpid()}"
+            tmp.write_text(files[name])
+            os.replace(tmp, p)
             changed.append(name)
+    previous = _listed(out_dir / MANIFEST) if (out_dir / MANIFEST).exists() else set()
     for p in sorted(out_dir.iterdir()):
-        if p.is_file() and p.name not in files:
+        if p.is_file() and p.name not in files and (p.name in previous or _is_generated(p)):
             p.unlink()
             changed.append(f"(removed) {p.name}")
     return changed
+
+
+def _listed(manifest: Path) -> set:
+    try:
+        return {e["file"] for e in json.loads(manifest.read_text())["files"]}
+    except (ValueError, KeyError, TypeError, OSError):
+        return set()
+
+
+def _is_generated(p: Path) -> bool:
+    if p.name.startswith(".") and ".tmp" in p.name:  # left by a write that was stopped
+        return True
+    try:
+        with p.open("rb") as f:
+            return HEADER in f.read(512)
+    except OSError:
+        return False
 
 
 def check(out_dir: Path, files: Dict[str, str]) -> List[str]:

@@ -23,7 +23,22 @@ from .layout import COLS, ROWS, Chain, Factor, Layout
 
 DIRECTIONS = ("rowwise", "colwise")
 M, N = Var("M"), Var("N")
-_RESERVED = {"x", "M", "N", "tl", "triton", "torch", "quantize", "dequantize", "self"}
+# Names a spec may not take: they are the generated modules' own names (launcher arguments, module
+# globals) or the arguments of `find(kernel, **options)`.
+_RESERVED = {"x", "M", "N", "G", "tl", "triton", "torch", "math", "runtime", "quantize", "dequantize",
+             "self", "kernel", "out", "find", "tag", "block_m", "block_n", "num_warps", "maxnreg",
+             "inplace_rows", "grid_n_first", "grid_group", "opaque_widen", "region_m", "result", "bufs",
+             "cfg", "shapes", "kwargs", "grid", "hw", "lens", "goffs", "poffs", "seg_map", "rows", "cols",
+             "even", "region", "idx64", "x2", "print", "len", "max", "min", "range", "int", "bool", "dict",
+             "tuple", "list", "object", "type", "super", "NAME", "OPTIONS", "LAYOUTS", "DTYPES", "List",
+             "QuantizedResult", "QuantizedTensor", "LayoutDescriptor"}
+# Bounds that keep compile time and memory small and the error clear (the shipped specs use at most
+# 3 options, 6 view factors, 3 layout stages per store and constants up to 256).
+MAX_OPTIONS = 8          # 2^8 variants
+MAX_VIEW_FACTORS = 8
+MAX_PIPE_STAGES = 4
+MAX_CONSTANT = 4096      # pad multiples, view divisors and constants
+MIN_AMAX_FLOOR = 2.0 ** -126  # fp32's smallest normal: a subnormal floor is not an fp32 constant in every backend
 
 
 def _err(msg: str, span: Optional[Span], hint: Optional[str] = None) -> SpecError:
@@ -33,11 +48,17 @@ def _err(msg: str, span: Optional[Span], hint: Optional[str] = None) -> SpecErro
 
 def _check_identifier(name: str, what: str, span: Span) -> None:
     import keyword
-    if name.startswith("_") or keyword.iskeyword(name) or name in _RESERVED:
-        raise _err(f"{what} name '{name}' is reserved", span,
-                   "choose a name that starts with a letter and is not a Python keyword")
+    if name.startswith("_") or keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in _RESERVED:
+        raise _err(f"{what} name '{name}' is reserved (a Python keyword or a name the generated code "
+                   f"uses)", span, "choose another name that starts with a letter")
     if len(name) > 64:
         raise _err(f"{what} name '{name[:20]}...' is longer than 64 characters", span, "shorten it")
+
+
+def _check_bound(value: int, what: str, span: Span, bound: int = MAX_CONSTANT) -> None:
+    if value > bound:
+        raise _err(f"{what} {value} is larger than {bound}", span,
+                   f"quantlay accepts at most {bound} here; real layouts use tiles of at most a few hundred")
 
 
 # ---- IR nodes ------------------------------------------------------------------------------------
@@ -153,7 +174,11 @@ class KernelIR:
             name = sorted(unknown)[0]
             raise SpecError(f"kernel {self.name} has no option '{name}'",
                             hint=did_you_mean(name, self.options) or f"options: {', '.join(self.options)}")
-        vals = tuple((o, bool(values.get(o, False))) for o in self.options)
+        for name, value in values.items():
+            if not isinstance(value, bool):
+                raise SpecError(f"option {name}={value!r} of kernel {self.name} must be True or False "
+                                f"(a {type(value).__name__} is not accepted, so 'false' cannot mean True)")
+        vals = tuple((o, values.get(o, False)) for o in self.options)
         outputs = []
         for d in _active(self.directions, dict(vals)):
             outputs.append(_resolve_store(d, d.data, dict(vals)))
@@ -193,8 +218,8 @@ class VariantIR:
         """The identity: kernel name, the option bits by initials, and a digest of all parameters."""
         digest = hashlib.sha256(self.canonical().encode()).hexdigest()[:8]
         abbr = [_abbr(n) for n, _ in self.options]
-        if len(set(abbr)) != len(abbr):
-            abbr = [n for n, _ in self.options]
+        if len(set(abbr)) != len(abbr):  # initials collide: number them (names stay short file names)
+            abbr = [f"{a}{i}" for i, a in enumerate(abbr)]
         opts = "_".join(f"{a}{int(v)}" for a, (_, v) in zip(abbr, self.options))
         return f"{self.kernel.name}__{opts + '__' if opts else ''}{digest}"
 
@@ -261,6 +286,8 @@ def build_layout(decl: ast.LayoutDecl) -> Layout:
                    "name them differently, e.g. (rows, cols)")
 
     def factor(dim: ast.Dim) -> Factor:
+        _check_bound(dim.value, "view constant" if dim.kind == "const" else f"divisor of {dim.name}",
+                     dim.span)
         if dim.kind == "const":
             if dim.value < 1:
                 raise _err(f"view dimension {dim.value} must be a positive integer", dim.span)
@@ -278,18 +305,29 @@ def build_layout(decl: ast.LayoutDecl) -> Layout:
                        "merge them into one view(...) followed by one permute(...)")
         if kind == "view" and "permute" in seen:
             raise _err(f"layout {decl.name}: view must come before permute", span)
+        if kind == "permute" and len(args) > MAX_VIEW_FACTORS:
+            raise _err(f"layout {decl.name}: permute lists {len(args)} dimensions; at most "
+                       f"{MAX_VIEW_FACTORS}", span)
         seen.append(kind)
         if kind == "view":
+            if len(args) > MAX_VIEW_FACTORS:
+                raise _err(f"layout {decl.name}: view has {len(args)} factors; at most {MAX_VIEW_FACTORS}",
+                           span, "merge factors: a layout of real hardware needs at most 6")
             view = [factor(d) for d in args]
         else:
             perm = list(args)
     pad = [1, 1]
+    padded = set()
     for key, val, span in decl.pad:
         if key not in names:
             raise _err(f"pad names '{key}', which is not a parameter of layout {decl.name}", span,
                        did_you_mean(key, names) or f"pad({names[0]}: R, {names[1]}: C)")
+        if key in padded:
+            raise _err(f"pad sets '{key}' twice", span, "keep one")
+        padded.add(key)
         if val < 1:
             raise _err(f"pad({key}: {val}) must be a positive multiple", span)
+        _check_bound(val, f"pad({key}: ...) multiple", span)
         pad[names.index(key)] = val
     if decl.fill is not None and not 0 <= decl.fill <= 255:
         raise _err(f"fill {decl.fill} does not fit the byte storage (0..255)", decl.span)
@@ -370,6 +408,11 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
         arg = next(a for a in call.args if a.key == "nan")
         raise _err(f"nan: {kwargs['nan']:#x} is not a {bits}-bit {call.name} code", arg.value.span,
                    f"use a code in 0..{(1 << bits) - 1:#x}")
+    floor = kwargs.get("amax_floor")
+    if floor is not None and 0 < floor < MIN_AMAX_FLOOR:
+        arg = next(a for a in call.args if a.key == "amax_floor")
+        raise _err(f"amax_floor: {floor:g} is below fp32's smallest normal number ({MIN_AMAX_FLOOR:.6g})",
+                   arg.value.span, "use 0 (no floor) or a normal fp32 value such as 1e-12")
     if kwargs.get("store") == "ue8m0" and not kwargs.get("pow2", False):
         arg = next(a for a in call.args if a.key == "store")
         raise _err("store: ue8m0 keeps only the exponent byte, so the scale must be a power of two "
@@ -397,9 +440,11 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
             if cond is not None:
                 raise _err("packed cannot be conditional: the byte format is not an option", call.span)
             low = "even"
-            for arg in call.args:
+            for i, arg in enumerate(call.args):
                 if arg.key != "low":
                     raise _err(f"packed has no setting '{arg.key}'", arg.span, "packed(low: even)")
+                if i:
+                    raise _err("packed sets 'low' twice", arg.span, "keep one")
                 low = _arg_value(arg, "name", ("even", "odd"))
             items.append(PackRef(low, call.span))
             continue
@@ -409,14 +454,20 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
                        "declare it with 'layout NAME(rows, cols) = view(...) permute(...)'")
         lay = scope.layouts[call.name]
         fill = None
-        for arg in call.args:
+        for i, arg in enumerate(call.args):
             if arg.key != "fill":
                 raise _err(f"layout {call.name} takes only 'fill', not '{arg.key}'", arg.span)
+            if i:
+                raise _err(f"layout {call.name} sets 'fill' twice", arg.span, "keep one")
             if lay.pad == (1, 1):
                 raise _err(f"layout {call.name} does not pad, so fill has no effect", arg.span,
                            "remove the fill")
             fill = _arg_value(arg, "int")
         items.append(StageRef(lay, fill, cond, call.span))
+    stages = sum(isinstance(it, StageRef) for it in items)
+    if stages > MAX_PIPE_STAGES:
+        raise _err(f"store {store.target} chains {stages} layouts; at most {MAX_PIPE_STAGES}", store.span,
+                   "a real layout needs at most three stages (e.g. transpose | packed | preshuffle16x16)")
     packs = [i for i, it in enumerate(items) if isinstance(it, PackRef)]
     if store.target == "data":
         if element.bits == 8 and packs:
@@ -546,6 +597,23 @@ def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR
         if k.dtype not in INPUT_DTYPES:
             raise _err(f"unknown input dtype '{k.dtype}'", k.dtype_span,
                        did_you_mean(k.dtype, INPUT_DTYPES) or f"use one of {', '.join(INPUT_DTYPES)}")
+        # Every formula, launcher and message calls the input x with rows M and columns N: other names
+        # would be written and ignored, so they are refused.
+        if k.input_name != "x" or tuple(k.dims) != ("M", "N"):
+            raise _err(f"kernel {k.name} declares its input as {k.input_name}: {k.dtype}[{k.dims[0]}, "
+                       f"{k.dims[1]}]; the input is always x with rows M and columns N", k.span,
+                       f"write kernel {k.name}(x: {k.dtype}[M, N]) (leading dimensions of a batched input "
+                       f"are flattened into M)")
+        if k.groups is not None:
+            gname, gcount, gspan = k.groups
+            _check_identifier(gname, "groups parameter", gspan)
+            if gcount != "G":
+                raise _err(f"groups[{gcount}]: the group count is always called G", gspan,
+                           f"write {gname}: groups[G]")
+        if len(k.options) > MAX_OPTIONS:
+            raise _err(f"kernel {k.name} declares {len(k.options)} options; at most {MAX_OPTIONS} "
+                       f"(each option doubles the variants)", k.options[MAX_OPTIONS][1],
+                       "split the kernel into several kernels")
         options: Dict[str, Span] = {}
         for name, span in k.options:
             if name in options:
@@ -569,6 +637,15 @@ def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR
             if name not in used:
                 raise _err(f"option '{name}' is declared but no layout uses it", span,
                            f"use it as '<layout> if {name}' in a store line, or remove it")
+        if all(d.condition is not None for d in dirs):
+            # some setting of the options leaves no direction when no direction is unconditional,
+            # unless one is guarded by an option and another by its negation
+            conds = {d.condition for d in dirs}
+            if not any((not neg, opt) in conds for neg, opt in conds):
+                c = dirs[0].condition
+                raise _err(f"kernel {k.name} quantizes nothing when {c[1]} is "
+                           f"{'on' if c[0] else 'off'}: every direction is conditional", dirs[0].span,
+                           "make one direction unconditional (drop its 'if ...')")
         kernels.append(KernelIR(k.name, k.input_name, k.dtype, k.dims, tuple(options), tuple(dirs),
                                 k.span, spec.path, spec_hash, tuple(options.values()),
                                 (k.groups[0], k.groups[1]) if k.groups else None))

@@ -15,10 +15,7 @@ from . import __version__
 from .ir import VariantIR
 from .lower import lower
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
-if not (TEMPLATES_DIR / "mx_cast.py.jinja").exists():
-    import quantlay.templates as _t
-    TEMPLATES_DIR = Path(_t.__file__).resolve().parent
+from .paths import TEMPLATES_DIR
 
 
 @functools.lru_cache(maxsize=1)

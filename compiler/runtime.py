@@ -157,7 +157,37 @@ def output_buffers(kernel: str, x: torch.Tensor, shapes: Mapping[str, Tuple[int,
                               f"(contiguous={t.is_contiguous()}); it must be a contiguous {dtype} tensor of "
                               f"shape {tuple(s)} on {x.device}")
         bufs[k] = t
+    given = [(k, bufs[k]) for k in shapes if k in out] + [("x (the input)", x)]
+    for i, (ka, a) in enumerate(given):
+        for kb, b in given[i + 1:]:
+            if _overlap(a, b):
+                raise LaunchError(f"{kernel}: out[{ka!r}] and {kb if kb.startswith('x ') else f'out[{kb!r}]'} "
+                                  f"share memory; every output needs a buffer of its own (one buffer passed "
+                                  f"twice gets both outputs' bytes mixed)")
     return bufs
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors' memory ranges intersect (same device)."""
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    def span(t):  # [first byte, last byte + 1) of a tensor with non-negative strides
+        return t.data_ptr(), t.data_ptr() + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def check_consumed(kernel: str, key: str, t: torch.Tensor, shape, dtype, device) -> None:
+    """A consumer's operand: exactly the producer's physical shape and dtype, contiguous, on `device`."""
+    if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+        raise LaunchError(f"{kernel}: {key} has shape {tuple(t.shape)} and dtype {t.dtype}; it must be "
+                          f"{dtype} {tuple(shape)} (the shape the producer writes for this input)")
+    if not t.is_contiguous():
+        raise LaunchError(f"{kernel}: {key} is not contiguous (strides {t.stride()}); consumers read the "
+                          f"producer's buffer as written: pass it unchanged, or call .contiguous()")
+    if t.device != device:
+        raise LaunchError(f"{kernel}: {key} is on {t.device}, the other operand on {device}; move them "
+                          f"to one device")
 
 
 def compiled_for_gpu(x: torch.Tensor) -> bool:
@@ -260,9 +290,9 @@ def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given
 
 
 def segment_buffers(kernel: str, group_lens, x: torch.Tensor):
-    """(G, lengths, group offsets, padded offsets) for a segmented kernel, with no host sync and no
-    launch: the kernel's row-map program reads the lengths and writes both offset buffers (int64, G + 1
-    entries)."""
+    """(G, lengths, group offsets, padded offsets, error flag) for a segmented kernel, with no host sync
+    and no launch: the kernel's row-map program reads the lengths, checks them and writes both offset
+    buffers (int64, G + 1 entries) and the flag (int32 [1])."""
     if not isinstance(group_lens, torch.Tensor) or group_lens.dim() != 1 or group_lens.dtype not in (
             torch.int32, torch.int64):
         raise LaunchError(f"{kernel}: group lengths must be a 1-D int32 or int64 tensor, got "
@@ -274,6 +304,20 @@ def segment_buffers(kernel: str, group_lens, x: torch.Tensor):
     G = group_lens.numel()
     if G == 0:
         raise LaunchError(f"{kernel}: no groups given; pass at least one group length")
+    if group_lens.device.type == "cpu":  # host memory: checking costs no sync (GPU lengths: the map kernel)
+        check_group_lengths(kernel, group_lens, x.shape[0])
     goffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)
     poffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)
-    return G, group_lens.contiguous(), goffs, poffs
+    err = torch.empty(1, dtype=torch.int32, device=x.device)
+    return G, group_lens.contiguous(), goffs, poffs, err
+
+
+def check_group_lengths(kernel: str, group_lens: torch.Tensor, M: int) -> None:
+    if bool((group_lens < 0).any()) or int(group_lens.sum()) != M:
+        raise LaunchError(f"{kernel}: group lengths {_short(group_lens)} must be >= 0 and sum to the rows "
+                          f"of x (M = {M}); they sum to {int(group_lens.sum())}")
+
+
+def _short(t: torch.Tensor) -> str:
+    vals = t.tolist()
+    return str(vals) if len(vals) <= 8 else f"[{', '.join(map(str, vals[:8]))}, ...] ({len(vals)} groups)"

@@ -12,10 +12,7 @@ from quantlay.errors import SpecError
 
 from . import ir
 
-DSL_DIR = Path(__file__).resolve().parent.parent / "dsl"
-if not (DSL_DIR / "library.ql").exists():  # installed (non-editable): dsl/ is the quantlay.dsl package
-    import quantlay.dsl as _dsl
-    DSL_DIR = Path(_dsl.__file__).resolve().parent
+from .paths import DSL_DIR
 LIBRARY_PATH = DSL_DIR / "library.ql"
 SPECS_DIR = DSL_DIR / "specs"
 
@@ -32,7 +29,13 @@ def read(spec: Union[str, Path]) -> Tuple[str, Optional[str]]:
         if not p.is_file():
             raise SpecError(f"spec file {str(p)!r} does not exist",
                             hint="pass a path to a .ql file, or the spec text itself")
-        return p.read_text(), display_path(p)
+        try:
+            return p.read_bytes().decode("utf-8"), display_path(p)
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"spec file {str(p)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                            f"offset {exc.start})", hint="save the spec as UTF-8") from None
+        except OSError as exc:
+            raise SpecError(f"spec file {str(p)!r} cannot be read: {exc.strerror}") from None
     return str(spec), None
 
 
@@ -46,8 +49,18 @@ def display_path(p: Path) -> str:
 
 
 def load(spec: Union[str, Path]) -> List[ir.KernelIR]:
+    """Parse and validate a spec: every rule of the IR, and every variant lowered to its template
+    context (what `build` and `generate` need), so `show` reports every error they would."""
     text, path = read(spec)
-    return ir.build(parse(text, path), library())
+    kernels = ir.build(parse(text, path), library())
+    from .lower import lower
+    try:
+        for k in kernels:
+            for v in k.variants():
+                lower(v)
+    except SpecError as exc:
+        raise exc.with_source(text, path) from None
+    return kernels
 
 
 def shipped_specs() -> List[Path]:

@@ -2,18 +2,29 @@
 
 For every kernel of a spec, every option combination and every input class: run the generated kernel,
 compare each output with the reference bit for bit, and for every option check that flipping it
-changes the output bytes. Runs on CUDA when present, otherwise in Triton's interpreter.
+changes the output bytes. Inputs have the spec's dtype; the default shapes are derived from what the
+layouts require (every variant can take them), so nothing is skipped: a run that fails, or a variant or
+option that no input reached, is a failure. Runs on CUDA when present, otherwise in Triton's
+interpreter.
 """
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import inputs, reference
 from . import spec as specmod
+from .expr import Var
+from .ir import KernelIR
+from .layout import COLS
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+BASE_SHAPES = ((128, 192), (96, 256))  # rounded up to the layouts' multiples: one ragged in M, one in N
 
 
 @dataclass
@@ -32,55 +43,98 @@ def _device() -> str:
     return "cpu"
 
 
-def verify(spec, shapes: Tuple[Tuple[int, int], ...] = ((128, 192), (96, 256)), seed: int = 0) -> Report:
+def multiples(kernel: KernelIR) -> Tuple[int, int]:
+    """The smallest (mM, mN) such that every variant's layouts take any M % mM == 0, N % mN == 0."""
+    reqs = []
+    for v in kernel.variants():
+        for o in v.outputs:
+            reqs += [(value, k) for _, _, value, k in o.chain.requirements(*o.logical)]
+            if o.pack_axis is not None:  # two codes per byte along the packing axis
+                reqs.append((Var("N") if o.pack_axis == COLS else Var("M"), 2))
+
+    def ok(M: int, N: int) -> bool:
+        env = {"M": M, "N": N, "G": 3}
+        return all(int(value.evaluate(env)) % k == 0 for value, k in reqs)
+    big = 2 ** 14
+    mM = next(m for m in range(1, big + 1) if ok(m, big))
+    mN = next(n for n in range(1, big + 1) if ok(big, n))
+    return mM, mN
+
+
+def default_shapes(kernel: KernelIR) -> Tuple[Tuple[int, int], ...]:
+    mM, mN = multiples(kernel)
+    return tuple(dict.fromkeys((math.ceil(m / mM) * mM, math.ceil(n / mN) * mN) for m, n in BASE_SHAPES))
+
+
+def verify(spec, shapes: Optional[Sequence[Tuple[int, int]]] = None, seed: int = 0,
+           log: Optional[Callable[[str], None]] = None) -> Report:
+    """`shapes` None: each kernel's default shapes (`default_shapes`). `log` receives each line as it is
+    known (progress); the report holds them all."""
     from .build_cache import build
     device = _device()
     rep = Report()
+
+    def say(line: str) -> None:
+        rep.lines.append(line)
+        if log:
+            log(line)
+    say(f"verify on {device} ({'compiled' if device == 'cuda' else 'Triton interpreter'}), inputs "
+        f"{', '.join(inputs.CLASSES)}")
     for kernel in specmod.load(spec):
-        outputs: Dict[Tuple, Dict[str, Dict[str, torch.Tensor]]] = {}
+        kshapes = tuple(shapes) if shapes else default_shapes(kernel)
+        dtype = TORCH_DTYPES[kernel.dtype]
+        say(f"kernel {kernel.name}: {kernel.dtype} input, {len(kernel.variants())} variant(s), shapes "
+            f"{', '.join(f'{m}x{n}' for m, n in kshapes)}")
+        outputs: Dict[Tuple, Dict[Tuple, Dict[str, torch.Tensor]]] = {}
         for variant in kernel.variants():
-            opts = dict(variant.options)
-            mod = build(spec, kernel=kernel.name, options=opts)
-            for (M, N) in shapes:
+            t0 = time.perf_counter()
+            mod = build(spec, kernel=kernel.name, options=dict(variant.options))
+            ran, bad = 0, len(rep.failures)
+            for (M, N) in kshapes:
                 for cname, make in inputs.CLASSES.items():
-                    x = make(M, N, seed=seed)
-                    groups = None
-                    if kernel.groups:  # segmented kernels: uneven groups, one of them empty
-                        groups = torch.tensor([M // 3, 0, M - M // 3])
+                    x = make(M, N, dtype=dtype, seed=seed)
+                    groups = torch.tensor([M // 3, 0, M - M // 3]) if kernel.groups else None
                     try:
                         args = (groups.to(device),) if groups is not None else ()
                         res = mod.quantize(x.to(device), *args)
-                    except Exception as exc:  # a shape a layout cannot take is reported, not hidden
-                        rep.lines.append(f"  skip {variant.name} {M}x{N} {cname}: {exc}")
+                    except Exception as exc:  # noqa: BLE001 - every failure is reported, none hidden
+                        rep.failures.append(f"{variant.name} {M}x{N} {cname}: the kernel raised "
+                                            f"{type(exc).__name__}: {exc}")
                         continue
+                    ran += 1
                     ref = reference.quantize(variant, x, groups)
                     got = {k: v.tensor.cpu() for k, v in res.items()}
                     outputs.setdefault(variant.options, {})[(M, N, cname)] = got
                     for key in ref:
                         if not torch.equal(got[key], ref[key]):
                             n = int((got[key] != ref[key]).sum()) if got[key].shape == ref[key].shape else -1
-                            rep.failures.append(f"{variant.name} {M}x{N} {cname} {key}: {n} bytes differ "
-                                                f"from the reference")
-            rep.lines.append(f"  exact  {variant.name}")
+                            rep.failures.append(f"{variant.name} {M}x{N} {cname} {key}: "
+                                                + (f"{n} bytes differ from the reference" if n >= 0 else
+                                                   f"shape {tuple(got[key].shape)}, reference "
+                                                   f"{tuple(ref[key].shape)}"))
+            status = "exact " if ran and len(rep.failures) == bad else "FAILED"
+            if not ran:
+                rep.failures.append(f"{variant.name}: no input reached this variant")
+            say(f"  {status} {variant.name} ({ran} runs, {time.perf_counter() - t0:.1f} s)")
         for opt in kernel.options:
+            compared = changed = 0
             for v in kernel.variants():
-                vals = dict(v.options)
-                if vals[opt]:
+                if dict(v.options)[opt]:
                     continue
                 flipped = tuple((n, (not b) if n == opt else b) for n, b in v.options)
                 a, b = outputs.get(v.options, {}), outputs.get(flipped, {})
-                common = set(a) & set(b)
-                changed = any(set(a[c]) != set(b[c])  # the option adds or removes outputs
-                              or any(not torch.equal(a[c][k], b[c][k]) if a[c][k].shape == b[c][k].shape
-                                     else True for k in a[c]) for c in common)
-                if not common:
-                    rep.failures.append(f"{kernel.name}: option {opt} could not be compared (no shape ran "
-                                        f"under both settings)")
-                elif not changed:
-                    rep.failures.append(f"{kernel.name}: flipping {opt} from {dict(v.options)} does not "
-                                        f"change any output byte")
-            rep.lines.append(f"  option {kernel.name}.{opt}: flipping it changes the output bytes")
-    rep.lines.insert(0, f"verify on {device} ({'compiled' if device == 'cuda' else 'Triton interpreter'}), "
-                        f"shapes {', '.join(f'{m}x{n}' for m, n in shapes)}, inputs "
-                        f"{', '.join(inputs.CLASSES)}")
+                for c in set(a) & set(b):
+                    compared += 1
+                    changed += (set(a[c]) != set(b[c]) or any(
+                        a[c][k].shape != b[c][k].shape or not torch.equal(a[c][k], b[c][k]) for k in a[c]))
+            if not compared:
+                rep.failures.append(f"{kernel.name}: option {opt} could not be compared (no input ran under "
+                                    f"both settings)")
+                say(f"  option {kernel.name}.{opt}: NOT COMPARED")
+            elif changed < compared:
+                rep.failures.append(f"{kernel.name}: flipping {opt} left every output byte the same on "
+                                    f"{compared - changed} of {compared} inputs")
+                say(f"  option {kernel.name}.{opt}: FAILED, some inputs do not see it")
+            else:
+                say(f"  option {kernel.name}.{opt}: flipping it changes the output bytes ({compared} inputs)")
     return rep

@@ -47,6 +47,9 @@ VARIANTS = {
 
 def find(kernel, **options):
     """The generated module of `kernel` with `options` (unset options are False)."""
+    for name, value in options.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"option {name}={value!r} must be True or False, not a {type(value).__name__}")
     names = {k: dict(o) for k, o in VARIANTS}
     if kernel not in names:
         raise KeyError(f"no generated kernel {kernel!r}; known: {sorted(names)}")

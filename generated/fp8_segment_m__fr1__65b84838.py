@@ -201,24 +201,31 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, G, T, GP: tl.constexpr, TB: tl.constexpr,
-                        PDL: tl.constexpr):
-    """The segmented row map, once per call (LAYOUTS.md 3.3): the group offsets and the 128-padded
-    offsets are prefix sums of the lengths (program 0 stores both for result.extras); for each block t
-    of 128 padded rows, map[2t] = input row - padded row within its group and map[2t + 1] = the
-    padded row below which the group's rows lie (0 for blocks past the last group).
+def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, err_ptr, M, G, T, GP: tl.constexpr,
+                        TB: tl.constexpr, PDL: tl.constexpr):
+    """The segmented row map, once per call (docs/formats-and-layouts.md, segments): the group offsets
+    and the 128-padded offsets are prefix sums of the lengths (program 0 stores both for
+    result.extras); for each block t of 128 padded rows, map[2t] = input row - padded row
+    within its group and map[2t + 1] = the padded row below which the group's rows lie (0 for blocks
+    past the last group).
+    Lengths that are negative or do not sum to M are an error checked here, on the device (no host
+    sync): program 0 sets err_ptr[0] = 1 and the lengths are taken as one group of M rows, so every
+    output cell is written and nothing past a buffer.
     PDL (compiled for sm_90): the cast, launched as this grid's programmatic dependent, may start now;
     it waits for this grid's stores (griddepcontrol.wait) before it reads the map."""
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
     gk = tl.arange(0, GP)
     gl = tl.load(lens_ptr + gk - 1, mask=(gk >= 1) & (gk <= G), other=0).to(tl.int64)
+    bad = (tl.sum(gl, 0) != M) | (tl.min(gl, 0) < 0)
+    gl = tl.where(bad, tl.where(gk == 1, M, 0).to(tl.int64), gl)
     go = tl.cumsum(gl, 0)
     pl = (gl + 128 - 1) // 128 * 128
     po = tl.cumsum(pl, 0)
     first = tl.program_id(0) == 0
     tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
     tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
+    tl.store(err_ptr, bad.to(tl.int32), mask=first)
     t = tl.program_id(0) * TB + tl.arange(0, TB)
     row0 = t.to(tl.int64)[:, None] * 128
     # the group whose padded rows hold the block (empty groups hold none)
@@ -416,7 +423,10 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
     waits for it on the host: the outputs are sized for M + 128 * G rows and the padded group
-    offsets come back as result.extras["padded_offsets"] (device tensor, G + 1 entries).
+    offsets come back as result.extras["padded_offsets"] (device tensor, G + 1 entries). Lengths on a GPU
+    are checked there: if one is negative or they do not sum to M, result.extras["invalid_groups"] (int32
+    [1], else 0) is 1 and the outputs are those of one group of M rows; lengths in host memory are
+    checked at once (LaunchError).
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
     element, padding included, is overwritten). block_m, block_n, num_warps, maxnreg (a per-thread
@@ -429,7 +439,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
-    G, lens, goffs, poffs = runtime.segment_buffers(NAME, group_lens, x2)
+    G, lens, goffs, poffs, err = runtime.segment_buffers(NAME, group_lens, x2)
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     # the caller's settings, else the committed table's (quantlay tune), else the template's default;
@@ -459,7 +469,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
     # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
-    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, G, T, GP=GP, TB=TB, PDL=hw, num_warps=4)
+    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
+                                               num_warps=4)
     if hw:
         kwargs["launch_pdl"] = True
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
@@ -468,7 +479,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
-    result.extras.update(padded_offsets=poffs, group_offsets=goffs)
+    result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)
     return result
 def _quantize_buffers(x: torch.Tensor, group_lens: torch.Tensor) -> List[torch.Tensor]:
     res = quantize(x, group_lens)
@@ -589,8 +600,7 @@ def dequantize(result, direction, block_m=64, block_n=64):
     if direction in ("colwise", ):
         M = shapes[f"{direction}_data"][0][0]  # the segmented outputs cover the padded rows
     for key, t in ((f"{direction}_data", data), (f"{direction}_scale", scale)):
-        if tuple(t.shape) != tuple(shapes[key][2]) or t.dtype != DTYPES[key]:
-            raise runtime.LaunchError(f"{NAME}: {key} has shape {tuple(t.shape)} and dtype {t.dtype}; for [M, N] = [{M}, {N}] it must be {DTYPES[key]} {tuple(shapes[key][2])}")
+        runtime.check_consumed(NAME, f"{key} (for [M, N] = [{M}, {N}])", t, shapes[key][2], DTYPES[key], data.device)
     out = torch.empty((M, N), dtype=torch.float32, device=data.device)
     idx64 = runtime.needs_int64(M * N, data.numel(), scale.numel())
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))

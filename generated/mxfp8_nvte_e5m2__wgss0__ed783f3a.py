@@ -567,8 +567,7 @@ def dequantize(result, direction, block_m=64, block_n=64):
     M, N = result[f"{direction}_data"].layout.shape
     shapes = _shapes(M, N)
     for key, t in ((f"{direction}_data", data), (f"{direction}_scale", scale)):
-        if tuple(t.shape) != tuple(shapes[key][2]) or t.dtype != DTYPES[key]:
-            raise runtime.LaunchError(f"{NAME}: {key} has shape {tuple(t.shape)} and dtype {t.dtype}; for [M, N] = [{M}, {N}] it must be {DTYPES[key]} {tuple(shapes[key][2])}")
+        runtime.check_consumed(NAME, f"{key} (for [M, N] = [{M}, {N}])", t, shapes[key][2], DTYPES[key], data.device)
     out = torch.empty((M, N), dtype=torch.float32, device=data.device)
     idx64 = runtime.needs_int64(M * N, data.numel(), scale.numel())
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))

@@ -29,10 +29,10 @@ def test_wrong_dtype(plain):
 
 
 def test_wrong_device(plain, monkeypatch):
+    """A CPU tensor outside the interpreter is refused, on a CUDA machine as on a CPU one."""
     monkeypatch.setattr(runtime, "interpreting", lambda: False)
-    if DEVICE == "cpu":
-        with pytest.raises(LaunchError, match=r"is on cpu; generated kernels run on CUDA devices"):
-            plain.quantize(x_of(64, 64))
+    with pytest.raises(LaunchError, match=r"is on cpu; generated kernels run on CUDA devices"):
+        plain.quantize(torch.randn(64, 64).to(torch.bfloat16))
 
 
 def test_last_dim_stride(plain):
@@ -75,6 +75,38 @@ def test_out_buffers_are_checked(plain):
         plain.quantize(x_of(64, 64), out={"rowwise_data": torch.empty(64, 16, dtype=torch.uint8, device=DEVICE)})
     with pytest.raises(LaunchError, match=r"unknown key 'nope'"):
         plain.quantize(x_of(64, 64), out={"nope": None})
+
+
+def test_one_buffer_passed_as_two_outputs(plain):
+    shapes = {k: s[2] for k, s in plain._shapes(64, 64).items()}
+    shared = torch.empty(shapes["rowwise_data"], dtype=torch.uint8, device=DEVICE)
+    assert shapes["rowwise_data"] == shapes["colwise_data"]
+    with pytest.raises(LaunchError, match=r"out\['rowwise_data'\] and out\['colwise_data'\] share memory"):
+        plain.quantize(x_of(64, 64), out={"rowwise_data": shared, "colwise_data": shared})
+    big = torch.empty(2 * shared.numel(), dtype=torch.uint8, device=DEVICE)  # overlapping views
+    with pytest.raises(LaunchError, match="share memory"):
+        plain.quantize(x_of(64, 64), out={"rowwise_data": big[:shared.numel()].view(shared.shape),
+                                          "colwise_data": big[8:8 + shared.numel()].view(shared.shape)})
+    x = x_of(64, 64)
+    with pytest.raises(LaunchError, match=r"and x \(the input\) share memory"):
+        plain.quantize(x, out={"rowwise_data": x.view(torch.uint8).view(-1)[:64 * 32].view(64, 32)})
+    ok = plain.quantize(x_of(64, 64), out={"rowwise_data": big[:shared.numel()].view(shared.shape),
+                                           "colwise_data": big[shared.numel():].view(shared.shape)})
+    assert ok["rowwise_data"].tensor.data_ptr() == big.data_ptr()
+
+
+def test_dequantize_checks_its_operands(plain):
+    res = plain.quantize(x_of(64, 64))
+    from quantlay.runtime import QuantizedResult, QuantizedTensor
+    data = res["rowwise_data"]
+    strided = torch.empty(64, 64, dtype=torch.uint8, device=DEVICE)[:, ::2]
+    strided.copy_(data.tensor)
+    bad = QuantizedResult(res.kernel, {**dict(res), "rowwise_data": QuantizedTensor(strided, data.layout)})
+    with pytest.raises(LaunchError, match=r"rowwise_data .* is not contiguous"):
+        plain.dequantize(bad, "rowwise")
+    short = QuantizedTensor(data.tensor[:32], data.layout)
+    with pytest.raises(LaunchError, match=r"has shape \(32, 32\) and dtype torch.uint8; it must be torch.uint8 \(64, 32\)"):
+        plain.dequantize(QuantizedResult(res.kernel, {**dict(res), "rowwise_data": short}), "rowwise")
 
 
 def test_results_carry_their_layout(shuffled):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import quantlay
-from quantlay import inputs, reference
+from quantlay import inputs, reference, runtime
 from quantlay.generated import find
 from quantlay.spec import SPECS_DIR, load
 
@@ -113,6 +113,33 @@ def test_group_length_errors():
         mod.quantize(x, [64])
     with pytest.raises(quantlay.LaunchError, match="no groups given"):
         mod.quantize(x, torch.tensor([], dtype=torch.int64, device=DEVICE))
+
+
+@pytest.mark.parametrize("lens", [[10, 20], [2 ** 40, 0], [100, -36], [30, 30, 5]])
+def test_lengths_that_do_not_sum_to_M(lens, monkeypatch):
+    """Host lengths are refused before launch; device lengths (the check forced onto the kernel here)
+    set the error flag and are taken as one group of M rows: every cell written, none past a buffer."""
+    mod = find("fp8_segment_m", fused_rowwise=True)
+    x = inputs.normal(64, 128)
+    t = torch.tensor(lens, dtype=torch.int64)
+    if DEVICE == "cpu":
+        with pytest.raises(quantlay.LaunchError, match=r"must be >= 0 and sum to the rows of x \(M = 64\)"):
+            mod.quantize(x, t)
+        monkeypatch.setattr(runtime, "check_group_lengths", lambda *a: None)  # leave it to the map kernel
+    out = {k: torch.full(s[2], 0x5A, dtype=mod.DTYPES[k], device=DEVICE)
+           for k, s in mod._shapes(64, 128, len(lens)).items()}
+    res = mod.quantize(x.to(DEVICE), t.to(DEVICE), out=out)
+    assert int(res.extras["invalid_groups"][0]) == 1
+    one = torch.tensor([64] + [0] * (len(lens) - 1))
+    ref = reference.quantize(KERNEL.variant(fused_rowwise=True), x, one)
+    for k in ref:
+        assert torch.equal(res[k].tensor.cpu(), ref[k]), k
+    assert res.extras["padded_offsets"].tolist() == [0] + [128] * len(lens)
+
+
+def test_valid_lengths_leave_the_flag_clear():
+    res = find("fp8_segment_m").quantize(inputs.normal(64, 128).to(DEVICE), torch.tensor([0, 64], device=DEVICE))
+    assert int(res.extras["invalid_groups"][0]) == 0
 
 
 def test_segmented_needs_a_groups_parameter():
