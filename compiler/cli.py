@@ -1,11 +1,17 @@
-"""The `quantlay` command: generate, show, verify, demo.
+"""quantlay: declared low-precision layouts in, bit-exact Triton kernels out.
 
-    quantlay generate [--check]     render dsl/specs/*.ql into generated/ (or check it is fresh)
-    quantlay show SPEC              print the IR: formats, blocks, layouts with shape formulas
-    quantlay verify SPEC            prove bit-exactness and that every option changes the output
-    quantlay demo                   the 60-second tour: generate, run, check against the reference
+commands:
+    quantlay generate [SPEC ...] [--check]   render the shipped specs into generated/ (or check it is fresh)
+    quantlay show SPEC                       the IR: formats, blocks, layouts with shape formulas and pictures
+    quantlay verify SPEC                     prove bit-exactness and that every option changes the output
+    quantlay demo                            generate, run a shipped kernel, check it against the reference
     quantlay compare SPEC --against MOD:FN --binding B.toml   diagnose a hand-written kernel
-    quantlay bench / quantlay tune  (GPU) speed against a same-run copy; tile tuning table
+    quantlay bench                           (GPU) speed against a same-run copy and the peers
+    quantlay tune                            (GPU) sweep tiles into the committed tuning table
+
+SPEC is a .ql file or a shipped spec's name (fp8_blockwise, mxfp4_cast_transpose, mxfp8).
+Without a CUDA device, kernels run in Triton's interpreter (TRITON_INTERPRET=1): correct, not fast.
+`quantlay COMMAND --help` gives each command's options and their defaults.
 """
 from __future__ import annotations
 
@@ -192,46 +198,48 @@ def main(argv: Optional[List[str]] = None) -> int:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
     p = argparse.ArgumentParser(prog="quantlay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("generate", help="render the specs into generated/")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}
+    g = sub.add_parser("generate", **fmt, help="render the specs into generated/")
     g.add_argument("--check", action="store_true", help="fail if generated/ is stale, missing or extra")
-    g.add_argument("--out", default=str(GENERATED_DIR), help="output folder (default: generated/)")
-    g.add_argument("specs", nargs="*", help="spec files (default: dsl/specs/*.ql)")
+    g.add_argument("--out", default=str(GENERATED_DIR), help="output folder")
+    g.add_argument("specs", nargs="*", help="spec files (none: every shipped spec)")
     g.set_defaults(fn=_cmd_generate)
-    s = sub.add_parser("show", help="print a spec's IR and layouts")
-    s.add_argument("spec")
+    s = sub.add_parser("show", **fmt, help="print a spec's IR and layouts")
+    s.add_argument("spec", help="a .ql file or a shipped spec's name")
     s.set_defaults(fn=_cmd_show)
-    v = sub.add_parser("verify", help="bit-exact check of every variant and option")
-    v.add_argument("spec")
-    v.add_argument("--shapes", default=None, help="comma-separated MxN shapes (default: two shapes per kernel, "
+    v = sub.add_parser("verify", **fmt, help="bit-exact check of every variant and option")
+    v.add_argument("spec", help="a .ql file or a shipped spec's name")
+    v.add_argument("--shapes", default=None, help="comma-separated MxN shapes (none: two shapes per kernel, "
                    "derived from the multiples its layouts need, one ragged in M and one in N)")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=int, default=0, help="seed of the random input classes")
     v.set_defaults(fn=_cmd_verify)
-    d = sub.add_parser("demo", help="generate, run a shipped kernel, check it against the reference")
-    d.add_argument("--m", type=int, default=256)
-    d.add_argument("--n", type=int, default=512)
+    d = sub.add_parser("demo", **fmt, help="generate, run a shipped kernel, check it against the reference")
+    d.add_argument("--m", type=int, default=256, help="rows of the demo input")
+    d.add_argument("--n", type=int, default=512, help="columns of the demo input")
     d.set_defaults(fn=_cmd_demo)
-    b = sub.add_parser("bench", help="time generated kernels and peers against a same-run copy (GPU)")
+    b = sub.add_parser("bench", **fmt, help="time generated kernels and peers against a same-run copy (GPU)")
     b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8")
-    b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192,32768x4096")
+    b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192,32768x4096",
+                   help="comma-separated MxN input shapes")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement (as each is measured)")
     b.add_argument("--match", default=None, help="comma-separated name parts: only entries whose name has one "
                    "(e.g. quantlay,torchao leaves out the torch reference peers)")
     b.set_defaults(fn=_cmd_bench)
-    t = sub.add_parser("tune", help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
+    t = sub.add_parser("tune", **fmt, help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
     t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
     t.add_argument("--shape", default="8192x8192", help="shapes, comma-separated: one winner per size bucket")
     t.add_argument("--max-tile", type=int, default=None, metavar="ELEMENTS",
                    help="sweep only tiles of at most this many elements, e.g. 8192 (a shorter sweep)")
     t.set_defaults(fn=_cmd_tune)
-    c = sub.add_parser("compare", help="compare a hand-written kernel with the generated one and diagnose")
-    c.add_argument("spec")
+    c = sub.add_parser("compare", **fmt, help="compare a hand-written kernel with the generated one and diagnose")
+    c.add_argument("spec", help="the spec the hand-written kernel claims to implement")
     c.add_argument("--against", required=True, help="package.module:function of the hand-written kernel")
     c.add_argument("--binding", required=True, help="TOML file: outputs, options, how to call it")
-    c.add_argument("--shapes", default="256x512")
+    c.add_argument("--shapes", default="256x512", help="comma-separated MxN shapes to compare on")
     c.add_argument("--json", default=None, help="write the full report as JSON")
-    c.add_argument("--time-shapes", default=None, help="shapes to time on the GPU (default: --shapes)")
+    c.add_argument("--time-shapes", default=None, help="shapes to time on the GPU (none: --shapes)")
     c.set_defaults(fn=_cmd_compare)
     args = p.parse_args(argv)
     try:

@@ -3,7 +3,7 @@
 Two consumers read these definitions: the lowering (which turns them into the constants and rules the
 templates emit: rounding constants, exponent-bit constants) and the PyTorch reference, which implements
 the same *meaning* by a different method (nearest grid value, log2 via frexp) so that a slip in either
-one shows up as a mismatch instead of being copied into both. LAYOUTS.md sections 1 and 2 are the
+one shows up as a mismatch instead of being copied into both. docs/formats-and-layouts.md sections 1 and 2 are the
 ground truth for every rule here.
 """
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Minifloat:
 
     @property
     def max_pow2(self) -> int:
-        """P: the exponent of the largest power of two <= max (LAYOUTS.md 2.3)."""
+        """P: the exponent of the largest power of two <= max (docs/formats-and-layouts.md §2)."""
         import math
         return int(math.floor(math.log2(self.max_value)))
 
@@ -141,7 +141,7 @@ class Minifloat:
 
 @dataclass(frozen=True)
 class E2M1(Minifloat):
-    """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (LAYOUTS.md 1)."""
+    """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (docs/formats-and-layouts.md §1)."""
     nan: int = 0x7               # no NaN code: the 4-bit code written for a NaN input
 
     name = "e2m1"
@@ -169,8 +169,8 @@ class E5M2(Minifloat):
 
 @dataclass(frozen=True)
 class E8M0:
-    """Power-of-two block scale: stored byte e means 2^(e-127); 255 is NaN (LAYOUTS.md 2)."""
-    mode: str = "floor"          # floor | ceil | even | rceil (LAYOUTS.md 2.3)
+    """Power-of-two block scale: stored byte e means 2^(e-127); 255 is NaN (docs/formats-and-layouts.md §2)."""
+    mode: str = "floor"          # floor | ceil | even | rceil (docs/formats-and-layouts.md §2)
     clamp: Tuple[int, int] = (0, 254)
     zero_amax: int = 0           # e written when the block's amax is 0
     inf_amax: int = 255          # e written when the block's amax is +Inf
@@ -185,7 +185,7 @@ class E8M0:
         return 1 << (22 - element.mbits)
 
     def rceil_reciprocal(self, element) -> float:
-        """fp32 1/maxpos: RCEIL multiplies by it (LAYOUTS.md 2.3), so its rounding is part of the rule."""
+        """fp32 1/maxpos: RCEIL multiplies by it (docs/formats-and-layouts.md §2), so its rounding is part of the rule."""
         return f32(1.0 / element.max_value)
 
     # ---- reference (independent method: exact log2 through frexp) --------------------------------
@@ -244,7 +244,7 @@ FP32_MAX = 3.4028234663852886e38
 
 @dataclass(frozen=True)
 class F32Scale:
-    """Per-block fp32 scaling, DeepSeek style (LAYOUTS.md 3.1): multiplier F / max(amax, amax_floor)
+    """Per-block fp32 scaling, DeepSeek style (docs/formats-and-layouts.md §3): multiplier F / max(amax, amax_floor)
     by round-to-nearest division; an amax of 0, Inf or NaN gives multiplier 1 (NVIDIA TE's "bad amax");
     a multiplier that overflows becomes the largest fp32; `pow2` clears its mantissa (rounds it down to
     a power of two). The stored scale is the dequantization multiplier 1 / multiplier (fp32).

@@ -100,7 +100,7 @@ class DirectionIR:
     scale_store: StoreIR
     settings: Tuple[Setting, ...]
     span: Span
-    segmented: bool = False  # rows are groups, each padded to a multiple of the block (LAYOUTS.md 3.3)
+    segmented: bool = False  # rows are groups, each padded to a multiple of the block (docs/formats-and-layouts.md §4)
     condition: Optional[Tuple[bool, str]] = None  # the direction exists only under this option
 
     @property

@@ -55,8 +55,7 @@ def picture(lay: Layout, runs: int = 18) -> List[str]:
 
 def show_kernel(k: KernelIR) -> List[str]:
     out = [f"kernel {k.name}   (from {k.spec_path or '<text>'}, spec sha256 {k.spec_hash[:16]})",
-           f"  input {k.input_name}: {k.dtype} [{k.dims[0]}, {k.dims[1]}] (leading dims flattened into "
-           f"{k.dims[0]}; below M = {k.dims[0]}, N = {k.dims[1]})",
+           f"  input x: {k.dtype} [M, N] (leading dims flattened into M)",
            f"  options: {', '.join(k.options) or 'none'}"]
     layouts = {}
     for d in k.directions:

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 from quantlay.dsl import ast
 from quantlay.dsl.parser import parse
-from quantlay.errors import SpecError
+from quantlay.errors import SpecError, did_you_mean
 
 from . import ir
 
@@ -24,11 +24,18 @@ def library() -> ast.SpecFile:
 
 def read(spec: Union[str, Path]) -> Tuple[str, Optional[str]]:
     """A spec path or spec text -> (text, display path)."""
+    if isinstance(spec, str) and spec in shipped_names():  # a shipped spec by name, e.g. "mxfp8"
+        spec = SPECS_DIR / f"{spec}.ql"
+    elif isinstance(spec, str) and spec.isidentifier() and not Path(spec).exists():
+        raise SpecError(f"no spec file and no shipped spec is called {spec!r}",
+                        hint=did_you_mean(spec, shipped_names()) or
+                        f"pass a path to a .ql file, or a shipped spec: {', '.join(shipped_names())}")
     if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith(".ql")):
         p = Path(spec)
         if not p.is_file():
             raise SpecError(f"spec file {str(p)!r} does not exist",
-                            hint="pass a path to a .ql file, or the spec text itself")
+                            hint="pass a path to a .ql file, the spec text itself, or a shipped spec's "
+                                 f"name ({', '.join(shipped_names())})")
         try:
             return p.read_bytes().decode("utf-8"), display_path(p)
         except UnicodeDecodeError as exc:
@@ -65,6 +72,11 @@ def load(spec: Union[str, Path]) -> List[ir.KernelIR]:
 
 def shipped_specs() -> List[Path]:
     return sorted(SPECS_DIR.glob("*.ql"))
+
+
+def shipped_names() -> List[str]:
+    """The shipped specs' names (file names without .ql): `quantlay show mxfp8` works anywhere."""
+    return [p.stem for p in shipped_specs()]
 
 
 @functools.lru_cache(maxsize=1)

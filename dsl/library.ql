@@ -1,4 +1,4 @@
-# quantlay's shipped library: named layouts every spec can use (LAYOUTS.md gives each one's source).
+# quantlay's shipped library: named layouts every spec can use (docs/formats-and-layouts.md gives each one's source).
 #
 # A layout maps a logical [rows, cols] matrix (of storage units: bytes for packed FP4, scale bytes for
 # E8M0) to a flat buffer: pad each dimension up to a multiple, view the padded matrix as the listed
@@ -8,32 +8,32 @@
 # Plain row-major storage: physical [rows, cols].
 layout row_major(rows, cols) = view(rows, cols)
 
-# Transposed storage: physical [cols, rows] (columnwise buffers of ROCm TE, LAYOUTS.md 6).
+# Transposed storage: physical [cols, rows] (columnwise buffers of ROCm TE, docs/formats-and-layouts.md §7).
 layout transpose(rows, cols) -> (cols, rows) = permute(1, 0)
 
-# aiter shuffle_weight(layout=(16, 16)) on a byte matrix (LAYOUTS.md 4.2): 512-byte tiles of 16 rows x
+# aiter shuffle_weight(layout=(16, 16)) on a byte matrix (docs/formats-and-layouts.md §5): 512-byte tiles of 16 rows x
 # 32 bytes, row-block major; inside a tile the left 16-byte halves of the 16 rows, then the right halves.
 # off(n, c) = (n//16)*16*cols + (c//32)*512 + ((c%32)//16)*256 + (n%16)*16 + c%16.
 layout preshuffle16x16(rows, cols) = view(rows/16, 16, cols/32, 2, 16) permute(0, 2, 3, 1, 4)
 
-# aiter e8m0_shuffle / ROCm TE with_gemm_swizzled_scales (LAYOUTS.md 5.1), padded to [rup(rows, 256),
+# aiter e8m0_shuffle / ROCm TE with_gemm_swizzled_scales (docs/formats-and-layouts.md §6), padded to [rup(rows, 256),
 # rup(cols, 8)]: 256-byte chunks of 32 rows x 8 scale columns.
 # off(r, c) = (r//32)*32*cols_p + (c//8)*256 + (c%4)*64 + (r%16)*4 + ((c%8)//4)*2 + (r%32)//16.
 layout e8m0_shuffle(rows, cols) pad(rows: 256, cols: 8) fill 127
     = view(rows/32, 2, 16, cols/8, 2, 4) permute(0, 3, 5, 2, 4, 1)
 
-# NVIDIA cuBLAS / TE / torchao block-scaling-factor layout (LAYOUTS.md 5.2): 128x4 tiles of 512 bytes,
+# NVIDIA cuBLAS / TE / torchao block-scaling-factor layout (docs/formats-and-layouts.md §6): 128x4 tiles of 512 bytes,
 # row-of-tiles major; inside a tile (r%32)*16 + (r//32)*4 + c. Padded with 0 like torchao and TE.
 layout cublas_blocked_128x4(rows, cols) pad(rows: 128, cols: 4) fill 0
     = view(rows/128, 4, 32, cols/4, 4) permute(0, 3, 2, 1, 4)
 
-# Numerics profiles (LAYOUTS.md 1 and 2). Declared once, referenced by kernels with `profile NAME`.
+# Numerics profiles (docs/formats-and-layouts.md §1 and §2). Declared once, referenced by kernels with `profile NAME`.
 
 # What the gfx950 hardware convert computes, as used by ROCm TE's native MXFP4 kernel: E2M1 ties to
 # even, E8M0 EVEN mode, amax == 0 -> 127 (scale 1.0). Everything else is as in the Triton profile
 # below, so the two differ exactly at ties: a negative value that rounds to zero keeps its sign (0x8,
 # as the hardware does), an input of -0.0 gives 0x0, and NaN gives 0x0 (the hardware's NaN result is
-# not documented, LAYOUTS.md 1.3 and 8).
+# not documented, docs/formats-and-layouts.md §1 and §8).
 profile mxfp4_hw {
     element e2m1(ties: even, zero_sign: negative_only, nan: 0x0)
     scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
@@ -46,33 +46,33 @@ profile mxfp4_rocm_te_triton {
     scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
 }
 
-# NVIDIA TransformerEngine MXFP8 (LAYOUTS.md 2.3, 2.4): E4M3 with RNE and saturation, E8M0 RCEIL
+# NVIDIA TransformerEngine MXFP8 (docs/formats-and-layouts.md §2, 2.4): E4M3 with RNE and saturation, E8M0 RCEIL
 # with the saturating special cases (NaN -> 0xFF, Inf -> 0xFE, amax == 0 -> 0).
 profile mxfp8_nvte {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255)
 }
 
-# torchao `to_mx` default (LAYOUTS.md 2.3): E8M0 FLOOR, s clamped to [-127, 128] (e in 0..255),
+# torchao `to_mx` default (docs/formats-and-layouts.md §2): E8M0 FLOOR, s clamped to [-127, 128] (e in 0..255),
 # non-finite amax -> 255.
 profile mxfp8_torchao_floor {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
 }
 
-# NVIDIA TE GEMM_READY scales of 1x128 blockwise FP8 (LAYOUTS.md 3.2). Rowwise: logical [M, K/128]
+# NVIDIA TE GEMM_READY scales of 1x128 blockwise FP8 (docs/formats-and-layouts.md §3). Rowwise: logical [M, K/128]
 # stored MN-major with M padded to 4, physical [K/128, rup(M, 4)]; columnwise: logical [M/128, K]
 # row-major with K padded to 4. Padding is 0.
 layout mn_major_pad4(rows, cols) -> (cols, rows) pad(rows: 4) fill 0 = permute(1, 0)
 
-# DeepGEMM SM100 scales (LAYOUTS.md 3.2): E8M0 bytes of 4 consecutive k-blocks packed into one int32
+# DeepGEMM SM100 scales (docs/formats-and-layouts.md §3): E8M0 bytes of 4 consecutive k-blocks packed into one int32
 # (byte j <- k-block 4q + j, little-endian), the int32s stored MN-major with MN padded to 4 (TMA) and
 # the k-blocks to a multiple of 4: byte (m, kb) at 4 * ((kb / 4) * rup(MN, 4) + m) + kb % 4. The fill
 # of the padding is not documented there; 0 is declared here.
 layout ue8m0_packed_mn_major(rows, cols) pad(rows: 4, cols: 4) fill 0 = view(rows, cols/4, 4) permute(1, 0, 2)
 layout row_major_pad_cols4(rows, cols) pad(cols: 4) fill 0 = view(rows, cols)
 
-# Blockwise FP8 (DeepSeek style, LAYOUTS.md 3.1): multiplier F / max(amax, floor), stored 1/multiplier.
+# Blockwise FP8 (DeepSeek style, docs/formats-and-layouts.md §3): multiplier F / max(amax, floor), stored 1/multiplier.
 # ROCm TE Triton (adapted from Primus-Turbo): amax floor 1e-4, no power-of-two rounding.
 profile fp8_block_rocm_te {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
@@ -111,7 +111,7 @@ profile mxfp8_nvte_e5m2 {
     scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255)
 }
 
-# ROCm TE's Triton MXFP8 port of the NVIDIA rule (LAYOUTS.md 2.3 and 7): its reciprocal helper maps
+# ROCm TE's Triton MXFP8 port of the NVIDIA rule (docs/formats-and-layouts.md §2 and §8): its reciprocal helper maps
 # e == 0 to the multiplier 1.0 (NVIDIA computes 2^127).
 profile mxfp8_rocm_te_triton {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)

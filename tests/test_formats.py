@@ -1,4 +1,4 @@
-"""E2M1 and E8M0 reference numerics against LAYOUTS.md sections 1 and 2."""
+"""E2M1 and E8M0 reference numerics against docs/formats-and-layouts.md sections 1 and 2."""
 import math
 
 import pytest
@@ -8,7 +8,7 @@ from quantlay.formats import E2M1, E8M0
 
 GRID = E2M1.GRID
 MIDS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
-# LAYOUTS.md 1.2: result of each midpoint under each tie rule
+# docs/formats-and-layouts.md §1: result of each midpoint under each tie rule
 TIE_TABLE = {
     "even": [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0],
     "away": [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0],
@@ -48,7 +48,7 @@ def test_saturation_inf_nan_and_sign_of_zero():
     assert E2M1(zero_sign="positive", nan=0).encode_reference(x).tolist() == [7, 7, 7, 15, 0, 0, 0, 0]
 
 
-# LAYOUTS.md 2.5, FP4 columns: amax -> e under floor, ceil, even, rceil
+# docs/formats-and-layouts.md §2, FP4 columns: amax -> e under floor, ceil, even, rceil
 E8M0_TABLE = [
     (1.0, 125, 125, 125, 125), (1.5, 125, 126, 125, 125), (1.74, 125, 126, 125, 126),
     (1.75, 125, 126, 126, 126), (2.0, 126, 126, 126, 126), (3.0, 126, 127, 126, 126),
@@ -88,7 +88,7 @@ def test_e8m0_clamp_and_multiplier():
 
 
 def test_worked_block_example():
-    """LAYOUTS.md 1.4: [3.0, -0.7, 12.9, 0.05] under EVEN -> bytes 0x93, 0x07; under RCEIL -> 0x82, 0x05."""
+    """docs/formats-and-layouts.md §1: [3.0, -0.7, 12.9, 0.05] under EVEN -> bytes 0x93, 0x07; under RCEIL -> 0x82, 0x05."""
     x = torch.tensor([3.0, -0.7, 12.9, 0.05])
     amax = x.abs().max().reshape(1)
     for mode, e_want, bytes_want in (("even", 128, [0x93, 0x07]), ("rceil", 129, [0x82, 0x05])):

@@ -1,4 +1,4 @@
-"""Blockwise FP8 1x128 with fp32 scales (DeepSeek style, LAYOUTS.md 3.1 and 3.2), and exact rounding
+"""Blockwise FP8 1x128 with fp32 scales (DeepSeek style, docs/formats-and-layouts.md §3), and exact rounding
 when the scaled value carries 24 significant bits (fp32 inputs, non-power-of-two scales)."""
 import pytest
 import torch
@@ -16,7 +16,7 @@ KERNELS = {k.name: k for k in load(SPEC)}
 
 
 def test_scale_rule_worked_example():
-    """LAYOUTS.md 3.1: amax 3.0, E4M3: F/amax = 149.33; pow2 -> 128 -> scale_inv 2^-7."""
+    """docs/formats-and-layouts.md §3: amax 3.0, E4M3: F/amax = 149.33; pow2 -> 128 -> scale_inv 2^-7."""
     amax = torch.tensor([3.0, 0.0, float("inf"), float("nan"), 1e-30])
     inv, mult = F32Scale(pow2=True).scales_reference(amax, E4M3())
     assert inv[0].item() == 2.0 ** -7 and mult[0].item() == 128.0
@@ -48,7 +48,7 @@ def test_kernels_bit_exact(name, opts):
 
 
 def test_deepgemm_rule():
-    """LAYOUTS.md 3.1: amax 3.0 -> DeepGEMM sf = 3/448, UE8M0 sf = 2^-7; data multiplied by 1/sf."""
+    """docs/formats-and-layouts.md §3: amax 3.0 -> DeepGEMM sf = 3/448, UE8M0 sf = 2^-7; data multiplied by 1/sf."""
     amax = torch.tensor([3.0, 0.0])
     sf, mult = F32Scale(amax_floor=1e-4, rule="amax_over_f").scales_reference(amax, E4M3())
     assert sf[0].item() == (torch.tensor(3.0) / torch.tensor(448.0)).item()
@@ -59,7 +59,7 @@ def test_deepgemm_rule():
 
 
 def test_gemm_ready_layouts():
-    """LAYOUTS.md 3.2 worked example: M=6, K=256 -> rowwise scale_inv (2, 8), row 5 k-block 1 at 13."""
+    """docs/formats-and-layouts.md §3 worked example: M=6, K=256 -> rowwise scale_inv (2, 8), row 5 k-block 1 at 13."""
     mod = find("fp8_1x128_nvte", gemm_ready=True)
     x = inputs.normal(6, 256, seed=1)
     res = mod.quantize(x.to(DEVICE))
@@ -119,7 +119,7 @@ def test_128x128_kernels_bit_exact(name):
 
 
 def test_128x128_scale_shapes_and_shared_scales():
-    """LAYOUTS.md 3.2 (TE GEMM_READY 2D): rowwise (cdiv(M,128), rup(cdiv(K,128),4)), columnwise
+    """docs/formats-and-layouts.md §3 (TE GEMM_READY 2D): rowwise (cdiv(M,128), rup(cdiv(K,128),4)), columnwise
     (cdiv(K,128), rup(cdiv(M,128),4)); one amax per tile, so the two hold the same values transposed."""
     res = find("fp8_128x128_nvte").quantize(inputs.normal(256, 384, seed=2).to(DEVICE))
     rs, cs = res["rowwise_scale"].tensor.cpu(), res["colwise_scale"].tensor.cpu()
@@ -141,7 +141,7 @@ def test_batched_weights():
 
 
 def test_ue8m0_bytes_packed_mn_major_worked_example():
-    """LAYOUTS.md 3.2 (DeepGEMM SM100): MN=5, Kb=8 -> 2 int32 per row, int (m, q) at q*8 + m; byte 2 of
+    """docs/formats-and-layouts.md §3 (DeepGEMM SM100): MN=5, Kb=8 -> 2 int32 per row, int (m, q) at q*8 + m; byte 2 of
     int (3, 1) is the scale of k-block 6 of row 3, and it is the fp32 UE8M0 scale's bits >> 23."""
     x = inputs.normal(5, 8 * 128, seed=9)
     x[3, 6 * 128:7 * 128] *= 1000.0  # make that block's scale stand out

@@ -1,4 +1,4 @@
-"""The layout algebra: bijections, inverses, closed forms, and LAYOUTS.md's worked examples."""
+"""The layout algebra: bijections, inverses, closed forms, and docs/formats-and-layouts.md's worked examples."""
 import math
 
 import pytest
@@ -60,7 +60,7 @@ def sources(lay, rows, cols, ps):
 
 
 def test_e8m0_shuffle_worked_example():
-    """LAYOUTS.md 5.1: m=256, n=16."""
+    """docs/formats-and-layouts.md §6: m=256, n=16."""
     ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64, 65, 255, 256, 511, 512]
     want = [(0, 0), (16, 0), (0, 4), (16, 4), (1, 0), (17, 0), (1, 4), (17, 4), (2, 0), (18, 0), (31, 4),
             (0, 1), (16, 1), (31, 7), (0, 8), (31, 15), (32, 0)]
@@ -79,7 +79,7 @@ def test_e8m0_shuffle_closed_form():
 
 
 def test_preshuffle_worked_example_and_closed_form():
-    """LAYOUTS.md 4.2: byte matrix [32, 64]."""
+    """docs/formats-and-layouts.md §5: byte matrix [32, 64]."""
     lay = library_layout("preshuffle16x16")
     ps = [0, 1, 2, 15, 16, 17, 31, 32, 255, 256, 257, 511, 512, 1023, 1024, 2047]
     want = [(0, 0), (0, 1), (0, 2), (0, 15), (1, 0), (1, 1), (1, 15), (2, 0), (15, 15), (0, 16), (0, 17),
@@ -93,7 +93,7 @@ def test_preshuffle_worked_example_and_closed_form():
 
 
 def test_cublas_blocked_worked_example_and_closed_form():
-    """LAYOUTS.md 5.2: scale matrix 256x8."""
+    """docs/formats-and-layouts.md §6: scale matrix 256x8."""
     lay = library_layout("cublas_blocked_128x4")
     ps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 17, 511, 512, 1024]
     want = [(0, 0), (0, 1), (0, 2), (0, 3), (32, 0), (32, 1), (32, 2), (32, 3), (64, 0), (96, 3), (1, 0),

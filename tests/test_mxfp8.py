@@ -32,7 +32,7 @@ def test_fp8_saturation_and_specials():
 
 
 def test_e8m0_worked_examples_e4m3():
-    """LAYOUTS.md 2.5, E4M3 columns."""
+    """docs/formats-and-layouts.md §2, E4M3 columns."""
     amax = torch.tensor([1.0, 1.5, 1.74, 1.75, 2.0, 3.0, 6.0, 7.0, 448, 500])
     want = {"floor": [119, 119, 119, 119, 120, 120, 121, 121, 127, 127],
             "ceil": [119, 120, 120, 120, 120, 121, 122, 122, 128, 128],

@@ -1,4 +1,4 @@
-"""Segment-padded columnwise FP8 for grouped (MoE) GEMMs (LAYOUTS.md 3.3), with the fused rowwise
+"""Segment-padded columnwise FP8 for grouped (MoE) GEMMs (docs/formats-and-layouts.md §4), with the fused rowwise
 output, against the reference; group offsets stay on the device."""
 import pytest
 import torch

@@ -92,7 +92,7 @@ kernel fp8_1x128_deepgemm_sm100(x: bf16[M, N]) {
     }
 }
 
-# Segment-padded columnwise quantization for grouped (MoE) weight gradients (LAYOUTS.md 3.3), as ROCm TE
+# Segment-padded columnwise quantization for grouped (MoE) weight gradients (docs/formats-and-layouts.md §4), as ROCm TE
 # and Primus-Turbo compute it: rows arrive as G groups (lengths in a device tensor); each group is
 # padded with zero rows to a multiple of 128 in an upper-bound buffer of M + 128*G rows, blocks of 128
 # never straddle two groups, and scales past the last group are 0. fused_rowwise also writes the
