@@ -243,6 +243,8 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
     text = "|".join(f"packed(low={it.low})" if isinstance(it, PackRef)
                     else it.layout.name + (f"(fill={it.fill})" if it.fill is not None else "")
                     for it in active)
+    if d.segmented:  # the rows are groups padded to whole blocks: part of the layout a consumer reads
+        text = f"segments({d.block[0]})|" + (text or "row_major")
     conds = tuple((s.layout.name, s.condition[1] if s.condition else None) for s in stages)
     rows, cols = M, N
     if d.segmented:  # upper bound on the padded rows: no device-to-host sync for the real total

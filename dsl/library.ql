@@ -53,9 +53,9 @@ profile mxfp8_nvte {
     scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255)
 }
 
-# torchao `to_mx` default (docs/formats-and-layouts.md §2): E8M0 FLOOR, s clamped to [-127, 128] (e in 0..255),
-# non-finite amax -> 255.
-profile mxfp8_torchao_floor {
+# E8M0 FLOOR as torchao's `to_mx` computes it for finite blocks (docs/formats-and-layouts.md §2): s clamped
+# to [-127, 128] (e in 0..255); a non-finite amax gives 255 here (torchao differs there).
+profile mxfp8_floor {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
 }

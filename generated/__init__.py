@@ -35,13 +35,13 @@ VARIANTS = {
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd0_wgss1__236eafc5',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss0__5cd00a76',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss1__3dd8b27a',
+    ('mxfp8_floor_transposed', (('with_gemm_swizzled_scales', False),)): 'mxfp8_floor_transposed__wgss0__3238b8da',
+    ('mxfp8_floor_transposed', (('with_gemm_swizzled_scales', True),)): 'mxfp8_floor_transposed__wgss1__a505a99f',
     ('mxfp8_nvte', (('with_gemm_swizzled_scales', False),)): 'mxfp8_nvte__wgss0__9bb0eeae',
     ('mxfp8_nvte', (('with_gemm_swizzled_scales', True),)): 'mxfp8_nvte__wgss1__e37afb15',
     ('mxfp8_nvte_e5m2', (('with_gemm_swizzled_scales', False),)): 'mxfp8_nvte_e5m2__wgss0__ed783f3a',
     ('mxfp8_nvte_e5m2', (('with_gemm_swizzled_scales', True),)): 'mxfp8_nvte_e5m2__wgss1__c7584799',
     ('mxfp8_rocm_te', ()): 'mxfp8_rocm_te__2db757d2',
-    ('mxfp8_torchao', (('with_gemm_swizzled_scales', False),)): 'mxfp8_torchao__wgss0__e5ac3839',
-    ('mxfp8_torchao', (('with_gemm_swizzled_scales', True),)): 'mxfp8_torchao__wgss1__293d6089',
 }
 
 

@@ -93,7 +93,7 @@ GROUPED = [  # groups of column tiles: each program still finds its own tile (an
     ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 320), 5),     # ragged rows, 2 groups of 5 tiles
     ("mxfp4_cast_transpose_hw", CASES[0][1], (64, 64), (192, 256), 4),  # one group of all 4 column tiles
     ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256), 2),
-    ("mxfp8_torchao", {"with_gemm_swizzled_scales": False}, (32, 64), (100, 256), 2),  # 2 groups of 2
+    ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (32, 64), (100, 256), 2),  # 2 groups of 2
     ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (300, 520), 3),  # 3 does not divide 5 tiles: plain
 ]
 
@@ -106,7 +106,7 @@ def test_grouped_grid_matches_reference(name, opts, tile, shape, group):
 OPAQUE = CASES + [  # two-direction kernels with the second direction widened opaquely (compiled only:
     # in the interpreter the option leaves the code as it is), under the tuner's cap and without one
     ("fp8_1x128_rocm_te", {}, (128, 128), (300, 520)),
-    ("mxfp8_torchao", {"with_gemm_swizzled_scales": False}, (64, 64), (100, 256)),
+    ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (64, 64), (100, 256)),
     ("fp8_1x128_colwise_transposed", {}, (128, 32), (300, 200)),  # one direction: nothing to widen
 ]
 

@@ -42,7 +42,7 @@ def test_e8m0_worked_examples_e4m3():
         assert E8M0(mode=mode).select_reference(amax, E4M3()).tolist() == w, mode
 
 
-@pytest.mark.parametrize("kernel,swizzle", [(k, s) for k in ("mxfp8_nvte", "mxfp8_torchao", "mxfp8_nvte_e5m2")
+@pytest.mark.parametrize("kernel,swizzle", [(k, s) for k in ("mxfp8_nvte", "mxfp8_floor_transposed", "mxfp8_nvte_e5m2")
                                             for s in (False, True)] + [("mxfp8_rocm_te", None)])
 def test_mxfp8_kernels_bit_exact(kernel, swizzle):
     opts = {} if swizzle is None else {"with_gemm_swizzled_scales": swizzle}
@@ -79,7 +79,7 @@ def test_mxfp8_nvte_swizzled_scale_shapes():
 
 
 @pytest.mark.parametrize("spec,kernel,opts", [
-    (MXFP8_SPEC, "mxfp8_torchao", {}),
+    (MXFP8_SPEC, "mxfp8_floor_transposed", {}),
     (MXFP4_SPEC, "mxfp4_cast_transpose_hw", {}),
     (MXFP4_SPEC, "mxfp4_cast_transpose_te", {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True}),
 ])

@@ -83,7 +83,7 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
     import pytest
     if torch.cuda.is_available():
         pytest.skip("runs the stages in the interpreter")
-    mod = find("mxfp8_torchao", with_gemm_swizzled_scales=False)
+    mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
     monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True), (64, 64, 1, None, False)])
     table = tmp_path / "tuning.json"
     table.write_text(json.dumps({"entries": []}))
@@ -99,7 +99,7 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         tick = next(ticks)
         return 1.0 if tick == 11 else 100.0 - tick  # 11: the best N-first config (uncapped) in groups of 4
     try:
-        (w,) = tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+        (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                          device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4 tiles)
         assert len(timed) == 2 + 4 + 4 + 4
@@ -118,12 +118,12 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
             return 100.0 - tick
         with pytest.raises(KeyboardInterrupt):
-            tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+            tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                       device="cpu", timer=cut_timer, max_tile=2048)
         (kept,) = json.loads(table.read_text())["entries"]
         assert kept["grid_n_first"] and kept["median_ms"] == 91.0
         with pytest.raises(ValueError, match="max_tile=1024"):
-            tune.tune([("mxfp8_torchao", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+            tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                       device="cpu", timer=timer, max_tile=1024)
     finally:
         tune._table.cache_clear()

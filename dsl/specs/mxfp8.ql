@@ -4,8 +4,12 @@
 #   colwise data NOT transposed [M, N] (blocks of 32 along M), scales [M/32, N]. With
 #   with_gemm_swizzled_scales both scale tensors are written in cuBLAS's 128x4 blocked layout
 #   (the columnwise one after transposing it to [N, M/32], as TE does for the GEMM), padding = 0.
-# mxfp8_torchao: torchao's MX cast. rowwise as above; the "dim1" columnwise cast stored transposed,
-#   data [N, M] and scales [N, M/32].
+# mxfp8_floor_transposed: the layouts of torchao's MX cast (rowwise as above; the "dim1" columnwise
+#   cast stored transposed) with the FLOOR rule. Not named after torchao: torchao 0.18's own `to_mx`
+#   differs on special blocks (an Inf amax goes through its exponent formula, byte 247; a NaN block's
+#   finite elements become +-0 and its NaNs keep their sign; blocks with byte 0 are divided by 2^-126).
+#   It is bit-exact with torchao on inputs without such blocks (tests/test_peers.py). Columnwise data
+#   [N, M] and scales [N, M/32].
 
 kernel mxfp8_nvte(x: bf16[M, N]) {
     option with_gemm_swizzled_scales
@@ -20,14 +24,14 @@ kernel mxfp8_nvte(x: bf16[M, N]) {
     }
 }
 
-kernel mxfp8_torchao(x: bf16[M, N]) {
+kernel mxfp8_floor_transposed(x: bf16[M, N]) {
     option with_gemm_swizzled_scales
 
-    rowwise blocks 1x32 profile mxfp8_torchao_floor {
+    rowwise blocks 1x32 profile mxfp8_floor {
         store data  as row_major
         store scale as cublas_blocked_128x4 if with_gemm_swizzled_scales
     }
-    colwise blocks 32x1 profile mxfp8_torchao_floor {
+    colwise blocks 32x1 profile mxfp8_floor {
         store data  as transpose
         store scale as transpose | cublas_blocked_128x4 if with_gemm_swizzled_scales
     }
