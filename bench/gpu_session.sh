@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
 # Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
-# Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes),
+# Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes), GEMM_SHAPES,
+# SWEEP_GEMM / SWEEP_SHAPES / SWEEP_CONFIGS / SWEEP_S (bench/gemm_sweep.py),
 # BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated), PROFILE_S.
 # (writes logs under $OUT; .whl/ carries lark and, for the torchao peers, torchao 0.18)
 set -u
@@ -19,7 +20,8 @@ for s in $STAGES; do
     tune) timeout "${TUNE_S:-300}" python3 -m quantlay.cli tune --kernel "${TUNE_KERNELS:-mxfp4_cast_transpose_hw}" --flags "${TUNE_FLAGS:-on,off}" --shape "${TUNE_SHAPE:-8192x8192}" ${TUNE_MAX_TILE:+--max-tile "$TUNE_MAX_TILE"} 2>&1 | tee -a "$OUT/tune.log" | grep -E "^best|Error|error" | cut -c1-200; cp compiler/tuning.json "$OUT/" ;;
     compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
     profile) timeout "${PROFILE_S:-240}" ncu --clock-control none --profile-from-start off --kernel-name 'regex:_quantize_kernel|triton_fp8' --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis --metrics 'regex:^(smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|dram__bytes_(read|write)\.sum)$' python3 bench/ncu_launch.py ${PROFILE_KERNELS:-fp8_1x128_rocm_te fp8_1x128_colwise_transposed fp8_1x128_deepgemm mxfp8_nvte mxfp4_cast_transpose_hw} > "$OUT/profile.log" 2>&1; grep -E "profiled|autotuned|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Block Limit Reg" "$OUT/profile.log" | head -120 ;;
+    sweep) timeout "${SWEEP_S:-200}" python3 bench/gemm_sweep.py ${SWEEP_GEMM:-fp8_gemm_fprop} ${SWEEP_SHAPES:-8192x8192x8192,4096x2048x7168} ${SWEEP_CONFIGS:+"$SWEEP_CONFIGS"} 2>&1 | tee -a "$OUT/sweep.log" | tail -40 ;;
     verify) for f in dsl/specs/*.ql; do timeout 200 python3 -m quantlay.cli verify "$f" 2>&1 | tail -3; done | tee "$OUT/verify.log" ;;
-    bench) timeout "${BENCH_S:-500}" python3 -m quantlay.cli bench --groups "${BENCH_GROUPS:-mxfp4}" ${SHAPES:+--shapes "$SHAPES"} ${BENCH_MATCH:+--match "$BENCH_MATCH"} --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -60 ;;
+    bench) timeout "${BENCH_S:-500}" python3 -m quantlay.cli bench --groups "${BENCH_GROUPS:-mxfp4}" ${SHAPES:+--shapes "$SHAPES"} ${GEMM_SHAPES:+--gemm-shapes "$GEMM_SHAPES"} ${BENCH_MATCH:+--match "$BENCH_MATCH"} --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -60 ;;
   esac
 done

@@ -26,8 +26,8 @@ SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192), (32768, 4096))  # the shape
 @dataclass(frozen=True)
 class Entry:
     name: str
-    make: Callable[[int, int], Tuple[Callable[[], object], int]]  # (M, N) -> (run, bytes moved)
-    validate: Callable[[int, int], Optional[str]] = lambda M, N: None  # reason to skip, or None
+    make: Callable[..., Tuple[Callable[[], object], int]]  # (M, N) -> (run, bytes moved); GEMMs (M, N, K) -> (run, FLOPs)
+    validate: Callable[..., Optional[str]] = lambda *shape: None  # reason to skip, or None
     kernel_hash: str = ""
     group: str = ""
 
@@ -42,6 +42,8 @@ class Row:
     p80_ms: float = float("nan")
     gbps: float = float("nan")
     pct_copy: float = float("nan")
+    tflops: float = float("nan")
+    pct_peak: float = float("nan")
     kernel_hash: str = ""
     note: str = ""
 
@@ -167,7 +169,131 @@ def torchao_entries() -> List[Entry]:
     return out
 
 
+# ---- GEMMs: TFLOP/s beside the peers, measured in the same run ---------------------------------------
+GEMM_SHAPES = ((8192, 8192, 8192), (4096, 7168, 7168), (4096, 2048, 7168), (4096, 7168, 2048), (16384, 4096, 4096))
+FP8_PEAK_TFLOPS = 1979.0  # the H200's dense FP8 peak
+
+
+def _randn(*shape):
+    return torch.randn(*shape, device="cuda").to(torch.bfloat16)
+
+
+def _quantlay_dense(name: str):
+    from quantlay.generated import find
+    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
+    mod = find(name)
+
+    def make(M, N, K):
+        pa = find(g.a.variant.kernel.name, **{n: v for n, v in g.a.variant.options if v})
+        pb = find(g.b.variant.kernel.name, **{n: v for n, v in g.b.variant.options if v})
+        a = pa.quantize(_randn(M, K) if g.a.direction.name == "rowwise" else _randn(K, M))
+        b = pb.quantize(_randn(N, K) if g.b.direction.name == "rowwise" else _randn(K, N))
+        out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+        return (lambda: mod.gemm(a, b, out=out)), 2 * M * N * K
+    return Entry(f"quantlay {name}", make, kernel_hash=_hash(mod), group="gemm")
+
+
+def _hash(mod) -> str:
+    return hashlib.sha256(open(mod.__file__).read().encode()).hexdigest()[:12]
+
+
+def _lens(M: int, G: int, random: bool):
+    if not random:
+        return [M // G] * (G - 1) + [M - (M // G) * (G - 1)]
+    g = torch.Generator().manual_seed(G)
+    w = torch.rand(G, generator=g) + 0.25
+    lens = (w / w.sum() * M).long()
+    lens[-1] += M - int(lens.sum())
+    return lens.tolist()
+
+
+def _quantlay_grouped(G: int, random: bool):
+    from quantlay.generated import find
+    mod = find("fp8_gemm_grouped_fprop")
+
+    def make(M, N, K):
+        lens = _lens(M, G, random)
+        offs = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64, device="cuda")
+        a = find("fp8_1x128_rocm_te").quantize(_randn(M, K))
+        b = find("fp8_128x128_rocm_te").quantize(_randn(G * N, K))
+        out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+        return (lambda: mod.gemm(a, b, offs, out=out)), 2 * M * N * K
+    return Entry(f"quantlay fp8_gemm_grouped_fprop G={G} {'random' if random else 'equal'}", make,
+                 kernel_hash=_hash(mod), group="gemm")
+
+
+def _quantlay_wgrad(G: int):
+    from quantlay.generated import find
+    mod = find("fp8_gemm_grouped_wgrad_acc")
+
+    def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], added into main_grad
+        lens = torch.tensor(_lens(M, G, False), device="cuda")
+        cast = find("fp8_segment_m")
+        a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
+        grad = torch.zeros(G, N, K, device="cuda")
+        offs = a.extras["padded_offsets"]
+        return (lambda: mod.gemm(a, b, offs, out=grad)), 2 * M * N * K
+    return Entry(f"quantlay fp8_gemm_grouped_wgrad_acc G={G} equal", make, kernel_hash=_hash(mod), group="gemm")
+
+
+def _torchao():
+    os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+    from torchao.prototype.blockwise_fp8_training import kernels, linear  # optional peer
+    return kernels, linear
+
+
+def gemm_peer_entries() -> List[Entry]:
+    """torchao 0.18's Triton blockwise GEMMs and cuBLAS's blockwise GEMM (through torchao, as its
+    training layer calls it), bf16 matmul and per-tensor FP8 `_scaled_mm`."""
+    def torchao_operands(M, N, K):
+        k, _ = _torchao()
+        xq, xs = k.triton_fp8_blockwise_act_quant_lhs(_randn(M, K), 128)
+        wq, ws = k.triton_fp8_blockwise_weight_quant_transposed_rhs(_randn(N, K), block_size=128)
+        return xq, xs, wq, ws
+
+    def triton_gemm(M, N, K):
+        k, _ = _torchao()
+        xq, xs, wq, ws = torchao_operands(M, N, K)
+        return (lambda: k.triton_fp8_gemm_1x128_128x128(xq, wq, xs, ws, out_dtype=torch.bfloat16)), 2 * M * N * K
+
+    def cublas_gemm(M, N, K):
+        k, lin = _torchao()
+        xq, xs, wq, ws = torchao_operands(M, N, K)
+        return (lambda: lin._scaled_mm(xq, wq, xs, k.BLOCKWISE_1X128_SCALING_TYPE, ws,
+                                       k.BLOCKWISE_128X128_SCALING_TYPE, torch.bfloat16)), 2 * M * N * K
+
+    def triton_wgrad(M, N, K):  # dW = dY^T X, torchao's 1x128 x 128x1 kernel
+        k, _ = _torchao()
+        dy, x = _randn(M, N), _randn(M, K)
+        gq, gs = k.triton_fp8_blockwise_act_quant_transposed_lhs(dy, 128)
+        xq, xs = k.triton_fp8_blockwise_act_quant_rhs(x, 128)
+        return (lambda: k.triton_fp8_gemm_1x128_128x1(gq, xq, gs, xs, out_dtype=torch.float32)), 2 * M * N * K
+
+    def bf16(M, N, K):
+        a, b = _randn(M, K), _randn(N, K)
+        return (lambda: a @ b.t()), 2 * M * N * K
+
+    def per_tensor(M, N, K):
+        a = _randn(M, K).to(torch.float8_e4m3fn)
+        b = _randn(N, K).to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda")
+        return (lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), 2 * M * N * K
+
+    return [Entry("torchao triton_fp8_gemm_1x128_128x128", triton_gemm, group="gemm"),
+            Entry("cuBLAS blockwise (torchao _scaled_mm, 1x128 x 128x128)", cublas_gemm, group="gemm"),
+            Entry("torchao triton_fp8_gemm_1x128_128x1 (wgrad)", triton_wgrad, group="gemm"),
+            Entry("torch bf16 matmul", bf16, group="gemm"),
+            Entry("torch per-tensor FP8 _scaled_mm", per_tensor, group="gemm")]
+
+
+def gemm_entries() -> List[Entry]:
+    return ([_quantlay_dense(n) for n in ("fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte")]
+            + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
+            + [_quantlay_wgrad(G) for G in (8, 64)] + gemm_peer_entries())
+
+
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
+    "gemm": gemm_entries,
     "mxfp4": mxfp4_entries,
     "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8") + reference_entries(
         specmod.shipped_kernels()["mxfp8_nvte"].variant(with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
@@ -188,11 +314,12 @@ def select(groups: Sequence[str], match: Optional[Sequence[str]] = None) -> List
     return out
 
 
-CSV_FIELDS = ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", "p80_ms", "gbps", "pct_of_copy", "note"]
+CSV_FIELDS = ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", "p80_ms", "gbps", "pct_of_copy",
+              "tflops", "pct_of_fp8_peak", "note"]
 
 
 def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
-        match: Optional[Sequence[str]] = None) -> List[Row]:
+        match: Optional[Sequence[str]] = None, gemm_shapes=GEMM_SHAPES) -> List[Row]:
     """Time every selected entry at every shape; the CSV gets each row as it is measured (a run cut
     short keeps what it measured)."""
     import triton
@@ -210,17 +337,21 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
     rows: List[Row] = []
     try:
         for g, entry in entries:
-            for M, N in shapes:
-                row = Row(entry.name, g, f"{M}x{N}", kernel_hash=entry.kernel_hash)
-                reason = entry.validate(M, N)
+            for shape in (gemm_shapes if g == "gemm" else shapes):
+                row = Row(entry.name, g, "x".join(map(str, shape)), kernel_hash=entry.kernel_hash)
+                reason = entry.validate(*shape)
                 if reason:
                     row.note = f"skipped: {reason}"
                 else:
                     try:
-                        fn, moved = entry.make(M, N)
+                        fn, work = entry.make(*shape)
                         row.median_ms, row.p20_ms, row.p80_ms = time_call(fn)
-                        row.gbps = moved / (row.median_ms * 1e-3) / 1e9
-                        row.pct_copy = 100 * row.gbps / copy
+                        if g == "gemm":  # work is FLOPs
+                            row.tflops = work / (row.median_ms * 1e-3) / 1e12
+                            row.pct_peak = 100 * row.tflops / FP8_PEAK_TFLOPS
+                        else:  # work is bytes moved
+                            row.gbps = work / (row.median_ms * 1e-3) / 1e9
+                            row.pct_copy = 100 * row.gbps / copy
                     except Exception as exc:  # a peer that cannot run is reported, not fatal
                         row.note = f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
                     torch.cuda.empty_cache()
@@ -228,17 +359,20 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
                 if writer:
                     writer.writerow(list(meta.values()) + [
                         row.name, row.group, row.shape, row.kernel_hash, f"{row.median_ms:.4f}", f"{row.p20_ms:.4f}",
-                        f"{row.p80_ms:.4f}", f"{row.gbps:.0f}", f"{row.pct_copy:.1f}", row.note])
+                        f"{row.p80_ms:.4f}", f"{row.gbps:.0f}", f"{row.pct_copy:.1f}", f"{row.tflops:.0f}",
+                        f"{row.pct_peak:.1f}", row.note])
                     out.flush()
     finally:
         if out:
             out.close()
     print(f"{meta['gpu']}, torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit'][:12]}; "
           f"copy {copy:.0f} GB/s (read + write)")
-    print(f"{'kernel':48s} {'shape':>11s} {'median ms':>10s} {'GB/s':>7s} {'% copy':>7s}")
+    print(f"{'kernel':56s} {'shape':>16s} {'median ms':>10s} {'GB/s or TFLOP/s':>16s} {'% copy / peak':>13s}")
     for r in rows:
         if r.note:
-            print(f"{r.name:48s} {r.shape:>11s} {r.note}")
+            print(f"{r.name:56s} {r.shape:>16s} {r.note}")
+        elif r.group == "gemm":
+            print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.tflops:10.0f} TF/s {r.pct_peak:12.1f}%")
         else:
-            print(f"{r.name:48s} {r.shape:>11s} {r.median_ms:10.4f} {r.gbps:7.0f} {r.pct_copy:6.1f}%")
+            print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.gbps:11.0f} GB/s {r.pct_copy:12.1f}%")
     return rows

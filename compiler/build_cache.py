@@ -26,11 +26,17 @@ def cache_dir() -> Path:
 
 
 def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]] = None):
-    """Compile `kernel` (default: the spec's only kernel) with `options`; return its module."""
+    """Compile `kernel` (a kernel or gemm of the spec; default: its only one) with `options`; return its
+    module."""
     kernels = specmod.load(spec)
+    gemms = {g.name: g for g in specmod.load_gemms(spec)}
+    if kernel in gemms or (kernel is None and not kernels and len(gemms) == 1):
+        if options:
+            raise SpecError("a gemm has no options: its operands name the producers' option settings")
+        return build_gemm(gemms[kernel] if kernel else next(iter(gemms.values())))
     if not kernels:
         raise SpecError("the spec declares no kernel", hint="add 'kernel NAME(x: bf16[M, N]) { ... }'")
-    names = [k.name for k in kernels]
+    names = [k.name for k in kernels] + list(gemms)
     if kernel is None:
         if len(kernels) > 1:
             raise SpecError(f"the spec declares {len(kernels)} kernels ({', '.join(names)}); "
@@ -43,12 +49,17 @@ def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]]
         k = kernels[names.index(kernel)]
     variant = k.variant(**(options or {}))
     src = compile_variant(variant)
+    return _load(variant.name, src)
+
+
+def _load(name: str, src: str):
+    """The module of `src`, written to the content-addressed cache and imported once per process."""
     import triton
     key = hashlib.sha256(f"{__version__}\0{triton.__version__}\0{src}".encode()).hexdigest()[:32]
-    mod_name = f"quantlay_cache_{variant.name}_{key[:12]}"
+    mod_name = f"quantlay_cache_{name}_{key[:12]}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
-    path = cache_dir() / key / f"{variant.name}.py"
+    path = cache_dir() / key / f"{name}.py"
     try:
         current = path.read_text() if path.is_file() else None
     except (OSError, UnicodeDecodeError):  # an unreadable or corrupt entry is written anew
@@ -67,3 +78,8 @@ def build(spec, kernel: Optional[str] = None, options: Optional[Dict[str, bool]]
     sys.modules[mod_name] = module
     spec_.loader.exec_module(module)
     return module
+
+def build_gemm(g):
+    """Compile a GEMM of any spec (its GemmIR) into the cache; return its module."""
+    from .render import render_gemm
+    return _load(g.module_name, render_gemm(g))

@@ -27,15 +27,15 @@ from .errors import QuantlayError
 from .paths import GENERATED_DIR
 
 
-def _shapes(text: str):
+def _shapes(text: str, dims: int = 2):
     """'128x256,96x160' -> ((128, 256), (96, 160)); anything else is a usage error naming the fix."""
     out = []
     for part in text.split(","):
-        m = re.fullmatch(r"\s*([1-9][0-9]*)x([1-9][0-9]*)\s*", part)
+        m = re.fullmatch(r"\s*" + "x".join([r"([1-9][0-9]*)"] * dims) + r"\s*", part)
         if not m:
-            raise QuantlayError(f"shape {part!r} is not MxN with positive integers; write e.g. 256x512 "
-                                f"(several: 256x512,96x160)")
-        out.append((int(m.group(1)), int(m.group(2))))
+            what, eg = ("MxN", "256x512") if dims == 2 else ("MxNxK", "4096x7168x2048")
+            raise QuantlayError(f"shape {part!r} is not {what} with positive integers; write e.g. {eg}")
+        out.append(tuple(int(v) for v in m.groups()))
     return tuple(out)
 
 
@@ -144,7 +144,8 @@ def _cmd_bench(args) -> int:
     shapes = _shapes(args.shapes)
     try:
         bench.run(groups=args.groups.split(","), shapes=shapes, csv_path=args.csv,
-                  match=args.match.split(",") if args.match else None)
+                  match=args.match.split(",") if args.match else None,
+                  gemm_shapes=_shapes(args.gemm_shapes, 3))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -219,7 +220,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--n", type=int, default=512, help="columns of the demo input")
     d.set_defaults(fn=_cmd_demo)
     b = sub.add_parser("bench", **fmt, help="time generated kernels and peers against a same-run copy (GPU)")
-    b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8")
+    b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8, gemm")
+    b.add_argument("--gemm-shapes", default="8192x8192x8192,4096x7168x7168,4096x2048x7168,4096x7168x2048,16384x4096x4096",
+                   help="comma-separated MxNxK shapes of the gemm group")
     b.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192,32768x4096",
                    help="comma-separated MxN input shapes")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement (as each is measured)")

@@ -123,3 +123,13 @@ def cdiv(a: ExprLike, b: ExprLike) -> Expr:
 def rup(a: ExprLike, b: ExprLike) -> Expr:
     b = as_expr(b)
     return mul(cdiv(a, b), b)
+
+
+def subs(e: Expr, env: Mapping[str, Expr]) -> Expr:
+    """`e` with each Var named in `env` replaced by its expression (simplified as it is rebuilt)."""
+    if isinstance(e, Var):
+        return env.get(e.name, e)
+    if isinstance(e, Bin):
+        a, b = subs(e.a, env), subs(e.b, env)
+        return {"+": add, "*": mul, "//": floordiv, "%": mod}[e.op](a, b)
+    return e

@@ -16,7 +16,7 @@ from quantlay.errors import SpecError
 
 from . import spec as specmod
 from .ir import KernelIR, VariantIR
-from .render import render_variant
+from .render import render_gemm, render_variant
 
 MANIFEST = "MANIFEST.json"
 INIT = "__init__.py"
@@ -83,6 +83,15 @@ def render_all(spec_paths: Optional[List[Path]] = None) -> Dict[str, str]:
                     "file": fname, "kernel": kernel.name, "spec": kernel.spec_path,
                     "options": dict(variant.options), "sha256": hashlib.sha256(src.encode()).hexdigest(),
                 })
+        for g in specmod.load_gemms(path):
+            fname = f"{g.module_name}.py"
+            src = render_gemm(g)
+            if fname in files:
+                raise SpecError(f"two declarations generate {fname}: names must be unique across dsl/specs",
+                                path=str(path))
+            files[fname] = src
+            entries.append({"file": fname, "kernel": g.name, "spec": g.spec_path, "options": {},
+                            "sha256": hashlib.sha256(src.encode()).hexdigest()})
     entries.sort(key=lambda e: e["file"])
     files[INIT] = _init_source(entries)
     manifest = {"generated_by": "quantlay generate", "files": entries + [

@@ -105,3 +105,29 @@ CLASSES: Dict[str, Callable[..., torch.Tensor]] = {"normal": normal, "ties": tie
 # compare reports each special class on its own, so a difference is attributed to its cause
 COMPARE_CLASSES: Dict[str, Callable[..., torch.Tensor]] = {
     "normal": normal, "ties": ties, "zero_blocks": zeros, "subnormals": subnormals, "inf": infs, "nan": nans}
+
+
+def exact_operand(op, shape, device="cpu", G: int = 1, lens=None, seed: int = 0, code: int = 3, exp: int = 2):
+    """A GEMM operand (`op`: compiler.gemm.OperandIR) whose products and sums are exact in fp32: the
+    producer's QuantizedResult for an input of `shape`, its bytes replaced by codes of small integers
+    (-code..code) and scales 2^-exp..2^exp that differ from block to block (exact while
+    2 * code^2 * K * 4^exp < 2^24). Segment padding rows stay zero codes."""
+    from quantlay.generated import find
+    g = torch.Generator().manual_seed(seed)
+    mod = find(op.variant.kernel.name, **{n: v for n, v in op.variant.options if v})
+    x = torch.zeros(shape, dtype=torch.bfloat16, device=device)
+    res = mod.quantize(x, lens) if lens is not None else mod.quantize(x)
+    env = {"M": shape[0], "N": shape[1], "G": G}
+    rows, cols = (int(v.evaluate(env)) for v in op.data.logical)
+    vals = torch.randint(-code, code + 1, (rows, cols), generator=g).float()
+    if op.direction.segmented:  # the padding rows of each group hold zero codes, as the cast writes them
+        from .reference import segment_rows
+        real = segment_rows(torch.ones(shape[0], 1), lens, op.direction.block[0])[0][:, 0] != 0
+        vals[~real] = 0
+    codes = vals.to(torch.float8_e4m3fn if op.direction.element.name == "e4m3" else torch.float8_e5m2)
+    srows, scols = (int(v.evaluate(env)) for v in op.scale.logical)
+    e = torch.randint(-exp, exp + 1, (srows, scols), generator=g).float()
+    scale = (e + 127).to(torch.uint8) if op.scale.format == "ue8m0" else torch.exp2(e)
+    res[op.data.key].tensor.copy_(op.data.chain.apply(codes.view(torch.uint8)).to(device))
+    res[op.scale.key].tensor.copy_(op.scale.chain.apply(scale).to(device))
+    return res

@@ -145,3 +145,47 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     ia = torch.where(na, torch.zeros_like(a), a).view(torch.int32)
     ib = torch.where(nb, torch.zeros_like(b), b).view(torch.int32)
     return torch.equal(ia, ib)
+
+
+# ---- GEMMs ---------------------------------------------------------------------------------------
+def operand_matrix(op, data: torch.Tensor, scale: torch.Tensor, shape, G: int = 1) -> torch.Tensor:
+    """A GEMM operand dequantized through its producer's layouts: fp32 [free, contraction] (the
+    producer's logical matrix, transposed for a colwise operand; segment padding rows included)."""
+    env = {"M": shape[0], "N": shape[1], "G": G}
+    d = op.direction
+
+    def logical(o, physical):
+        rows, cols = (int(v.evaluate(env)) for v in o.logical)
+        return o.chain.invert(physical, rows, cols)
+    codes = logical(op.data, data)
+    s = d.scale.dequant_reference(logical(op.scale, scale))
+    if d.block[0] > 1:
+        s = s.repeat_interleave(d.block[0], dim=0)
+    if d.block[1] > 1:
+        s = s.repeat_interleave(d.block[1], dim=1)
+    x = d.element.decode(codes) * s[:codes.shape[0], :codes.shape[1]]
+    return x if op.contraction_axis == COLS else x.t()
+
+
+def gemm(g, a, b, offsets=None) -> torch.Tensor:
+    """The reference of a generated GEMM: each operand dequantized through its layouts, then an
+    fp64 matmul (exact for exact inputs), returned as fp32. `a`, `b`: the producers' QuantizedResults."""
+    G = offsets.numel() - 1 if offsets is not None else 1
+
+    def matrix(op, res):
+        data, scale = res[op.data.key], res[op.scale.key]
+        return operand_matrix(op, data.tensor, scale.tensor, data.layout.shape, G).double()
+    A, B = matrix(g.a, a), matrix(g.b, b)
+    if g.groups is None:
+        return (A @ B.t()).float()
+    offs = [int(v) for v in offsets.cpu().tolist()]
+    if g.groups == "contraction":  # A [M, T], B [N, T]: each group's tokens
+        return torch.stack([A[:, offs[i]:offs[i + 1]] @ B[:, offs[i]:offs[i + 1]].t() for i in range(G)]).float()
+    # rows: b's G matrices are stacked along its producer's rows (its free axis, or its contraction axis)
+    y = torch.zeros(A.shape[0], B.shape[0] // G if g.b.contraction_axis == COLS else B.shape[0],
+                    dtype=torch.float64, device=A.device)
+    K = A.shape[1]
+    for i in range(G):
+        Bg = B.reshape(G, -1, K)[i] if g.b.contraction_axis == COLS else B[:, i * K:(i + 1) * K]
+        y[offs[i]:offs[i + 1]] = A[offs[i]:offs[i + 1]] @ Bg.t()
+    return y.float()

@@ -28,9 +28,17 @@ def environment() -> jinja2.Environment:
 
 
 def render_variant(variant: VariantIR) -> str:
-    ctx = lower(variant)
+    return _render("mx_cast.py.jinja", lower(variant))
+
+
+def render_gemm(g) -> str:
+    from .gemm import lower as lower_gemm
+    return _render("gemm.py.jinja", lower_gemm(g))
+
+
+def _render(template: str, ctx) -> str:
     ctx["version"] = __version__
-    src = environment().get_template("mx_cast.py.jinja").render(**ctx)
+    src = environment().get_template(template).render(**ctx)
     src = "\n".join(line.rstrip() for line in src.splitlines()) + "\n"
     while "\n\n\n\n" in src:
         src = src.replace("\n\n\n\n", "\n\n\n")

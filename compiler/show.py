@@ -92,8 +92,27 @@ def show_kernel(k: KernelIR) -> List[str]:
     return out
 
 
+def show_gemm(g) -> List[str]:
+    from .gemm import lower
+    ctx = lower(g)
+    kind = {None: "dense", "rows": "grouped by rows", "contraction": "grouped over the contraction"}[g.groups]
+    out = [f"gemm {g.name}   ({kind}; module {g.module_name})",
+           f"  output {g.out_dtype}{' (accumulated in place)' if g.accumulate else ''}; K blocks of {g.k_block}"]
+    for op, c in ((g.a, ctx["a"]), (g.b, ctx["b"])):
+        axis = "its columns" if c["contract_cols"] else "its rows"
+        out.append(f"  {op.name} = {op.describe()}: contracts over {axis}; {c['element']} codes, blocks {c['block']}")
+        out.append(f"    data  {c['data_layout']} -> [{', '.join(c['data_physical'])}]; off(r, c) = {c['data_offset']}")
+        out.append(f"    scale {c['scale_layout']} ({c['scale_format']}) -> [{', '.join(c['scale_physical'])}]; "
+                   f"off(r, c) = {c['scale_offset']}")
+    if ctx["sizes"]:
+        out.append("  where " + ", ".join(f"{s['name']} = {s['expr']}" for s in ctx["sizes"]))
+    return out
+
+
 def show(spec) -> str:
     lines: List[str] = []
     for k in specmod.load(spec):
         lines += show_kernel(k) + [""]
+    for g in specmod.load_gemms(spec):
+        lines += show_gemm(g) + [""]
     return "\n".join(lines)

@@ -70,6 +70,18 @@ def load(spec: Union[str, Path]) -> List[ir.KernelIR]:
     return kernels
 
 
+def load_gemms(spec: Union[str, Path]):
+    """The spec's GEMMs: operands resolve against its own kernels and every shipped spec's."""
+    from . import gemm
+    text, path = read(spec)
+    tree = parse(text, path)
+    if not tree.gemms:
+        return []
+    own = {k.name: k for k in ir.build(tree, library())}
+    producers = {**shipped_kernels(), **own}
+    return gemm.build(tree, producers, content_hash(library().source + "\0" + text))
+
+
 def shipped_specs() -> List[Path]:
     return sorted(SPECS_DIR.glob("*.ql"))
 

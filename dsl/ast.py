@@ -112,9 +112,33 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Operand:
+    """`a: KERNEL(OPTION, ...).DIRECTION`: a GEMM operand is what a producer kernel wrote."""
+    name: str
+    kernel: str
+    options: Tuple[Tuple[str, Span], ...]
+    direction: str
+    span: Span
+    kernel_span: Span
+    direction_span: Span
+
+
+@dataclass(frozen=True)
+class Gemm:
+    name: str
+    operands: Tuple[Operand, ...]
+    groups: Optional[Tuple[str, Span]]   # rows | contraction
+    out_dtype: str
+    out_span: Span
+    accumulate: bool
+    span: Span
+
+
+@dataclass(frozen=True)
 class SpecFile:
     layouts: Tuple[LayoutDecl, ...]
     profiles: Tuple[Profile, ...]
     kernels: Tuple[Kernel, ...]
     source: str
     path: Optional[str]
+    gemms: Tuple[Gemm, ...] = ()

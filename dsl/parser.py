@@ -22,13 +22,14 @@ GRAMMAR_PATH = Path(__file__).with_name("quantlay.lark")
 _READABLE = {
     "NAME": "a name", "INT": "an integer", "HEX": "a hex integer (0x..)", "FLOAT": "a number",
     "BLOCK": "a block shape such as 1x32", "STORE_TARGET": "'data' or 'scale'", "NOT": "'not'",
-    "SEGMENTED": "'segmented'",
+    "SEGMENTED": "'segmented'", "ACCUMULATE": "'accumulate'",
     "LPAR": "'('", "RPAR": "')'", "LBRACE": "'{'", "RBRACE": "'}'", "LSQB": "'['", "RSQB": "']'",
     "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "SLASH": "'/'", "VBAR": "'|'", "__ANON_0": "'->'",
     "__ANON_1": "'..'", "$END": "end of file",
 }
 _KEYWORDS = ("layout", "profile", "kernel", "option", "blocks", "element", "scale", "store", "as",
-             "if", "not", "view", "permute", "pad", "fill", "data", "segmented", "groups")
+             "if", "not", "view", "permute", "pad", "fill", "data", "segmented", "groups", "gemm",
+             "accumulate")
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,6 +175,23 @@ class _ToAst(Transformer):
         return ast.Kernel(str(name), str(inp), str(dtype), _tspan(dtype), (str(d0), str(d1)), options,
                           dirs, _tspan(name), groups)
 
+    # GEMMs --------------------------------------------------------------------------------------
+    def operand_options(self, items):
+        return tuple((str(t), _tspan(t)) for t in items if t is not None)
+
+    def operand(self, items):
+        name, kernel, options, direction = items
+        return ast.Operand(str(name), str(kernel), options or (), str(direction), _tspan(name),
+                           _tspan(kernel), _tspan(direction))
+
+    def gemm_groups(self, items):
+        return (str(items[0]), _tspan(items[0]))
+
+    @v_args(meta=True)
+    def gemm_decl(self, meta, items):
+        name, a, b, groups, out, acc = items
+        return ast.Gemm(str(name), (a, b), groups, str(out), _tspan(out), acc is not None, _tspan(name))
+
     def start(self, items):
         return items
 
@@ -204,7 +222,7 @@ def parse(text: str, path: Optional[str] = None) -> ast.SpecFile:
         layouts=tuple(i for i in items if isinstance(i, ast.LayoutDecl)),
         profiles=tuple(i for i in items if isinstance(i, ast.Profile)),
         kernels=tuple(i for i in items if isinstance(i, ast.Kernel)),
-        source=text, path=path)
+        source=text, path=path, gemms=tuple(i for i in items if isinstance(i, ast.Gemm)))
 
 
 def _syntax_error(exc, text, path) -> SpecError:

@@ -11,6 +11,10 @@ def test_every_group_has_its_kernels_reference_and_peers():
     for group, make in bench.REGISTRY.items():
         names = [e.name for e in make()]
         assert len(names) == len(set(names)), group
+        if group == "gemm":  # the peers of a GEMM are other GEMMs, not a reference
+            assert {"torchao triton_fp8_gemm_1x128_128x128", "torch bf16 matmul"} <= set(names)
+            assert any(n.startswith("cuBLAS blockwise") for n in names)
+            continue
         assert any(n.startswith("torch eager reference") for n in names), group
         assert any(n.startswith("torch.compile of the reference") for n in names), group
     fp8 = [e.name for e in bench.REGISTRY["fp8"]()]
@@ -62,3 +66,17 @@ def test_csv_rows_are_written_as_they_are_measured(tmp_path, monkeypatch):
     rows = list(csv.DictReader(path.open()))
     assert [r["kernel"] for r in rows] == ["quantlay fast"]
     assert rows[0]["gpu"] == "GPU X" and rows[0]["median_ms"] == "0.5000" and rows[0]["pct_of_copy"] == "100.0"
+
+
+def test_gemm_rows_report_tflops(tmp_path, monkeypatch):
+    import csv
+    import torch
+    monkeypatch.setitem(bench.REGISTRY, "gemm", lambda: [
+        bench.Entry("quantlay g", lambda M, N, K: ((lambda: None), 2 * M * N * K), group="gemm")])
+    monkeypatch.setattr(bench, "copy_gbps", lambda: 2000.0)
+    monkeypatch.setattr(bench, "time_call", lambda fn: (1.0, 0.9, 1.1))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    path = tmp_path / "g.csv"
+    bench.run(groups=["gemm"], csv_path=str(path), gemm_shapes=[(1000, 1000, 500)])
+    (row,) = list(csv.DictReader(path.open()))
+    assert row["shape"] == "1000x1000x500" and row["tflops"] == "1" and row["pct_of_fp8_peak"] == "0.1"

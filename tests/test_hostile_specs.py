@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from quantlay.errors import SpecError
 from quantlay.generate import compile_kernel
-from quantlay.spec import load
+from quantlay.spec import load, load_gemms
 
 BODY = """{{
     option {opt}
@@ -100,6 +100,7 @@ def test_mutated_shipped_specs_never_crash_the_compiler():
             text = _mutate(rng, text, _tokens(text) if _ != 0 else streams[j], pool)
         try:
             load(text)
+            load_gemms(text)
             counts["accepted"] += 1
         except SpecError as exc:
             msg = str(exc)

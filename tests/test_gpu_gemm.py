@@ -1,0 +1,108 @@
+"""The generated FP8 GEMMs on the GPU at the shapes that broke a hand-written peer: N not a multiple of
+128, K from 64 to 7168 with partial blocks, groups of 0, 1, 127, 129 and 4096 rows, 1 and 64 groups.
+Engineered exact inputs must equal the reference bit for bit; random inputs stay within the bound."""
+import pytest
+import torch
+
+from quantlay import reference
+from quantlay.generated import find
+
+from test_gemm import GEMMS, dense_shapes, engineered, expect, offsets_of, producer, rel_err
+
+pytestmark = pytest.mark.gpu
+DEVICE = "cuda"
+NS = [576, 2112, 7168, 7748]
+KS = [64, 128, 2880, 3884, 7168]
+
+
+def exact_ranges(K):
+    return {"code": 3, "exp": 2} if K <= 4096 else {"code": 2, "exp": 1}
+
+
+@pytest.mark.parametrize("N", NS)
+@pytest.mark.parametrize("K", KS)
+def test_fprop_exact(N, K):
+    g = GEMMS["fp8_gemm_fprop"]
+    a = engineered(g.a, (384, K), seed=N + K, **exact_ranges(K))
+    b = engineered(g.b, (N, K), seed=N * K, **exact_ranges(K))
+    expect(g, find(g.name).gemm(a, b), reference.gemm(g, a, b), exact=True)
+
+
+@pytest.mark.parametrize("name", ["fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte", "fp8_gemm_fprop_deepgemm"])
+@pytest.mark.parametrize("N,K", [(576, 7168), (7748, 3884), (2112, 64), (7168, 128)])
+def test_other_dense_exact(name, N, K):
+    g = GEMMS[name]
+    sa, sb = dense_shapes(g, 300, N, K)
+    a = engineered(g.a, sa, seed=1, **exact_ranges(K))
+    b = engineered(g.b, sb, seed=2, **exact_ranges(K))
+    expect(g, find(name).gemm(a, b), reference.gemm(g, a, b), exact=True)
+
+
+def test_dense_random_large():
+    g = GEMMS["fp8_gemm_fprop"]
+    x = torch.randn(4096, 7168, device=DEVICE).to(torch.bfloat16)
+    w = torch.randn(7748, 7168, device=DEVICE).to(torch.bfloat16)
+    a, b = producer(g.a).quantize(x), producer(g.b).quantize(w)
+    expect(g, find(g.name).gemm(a, b), reference.gemm(g, a, b), exact=False)
+
+
+LENS = {"edge": [0, 1, 127, 129, 4096], "one": [3000], "64": None}
+
+
+def lens_of(kind):
+    if LENS[kind] is not None:
+        return LENS[kind]
+    gen = torch.Generator().manual_seed(3)
+    return torch.randint(0, 1024, (64,), generator=gen).tolist()
+
+
+@pytest.mark.parametrize("kind", sorted(LENS))
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad"])
+def test_grouped_rows_exact(kind, name):
+    g = GEMMS[name]
+    lens = lens_of(kind)
+    G, M, N, K = len(lens), sum(lens), 576, 2880
+    a = engineered(g.a, (M, K), seed=4)
+    b = engineered(g.b, (G * N, K) if g.b.direction.name == "rowwise" else (G * K, N), seed=5)
+    offs = offsets_of(lens).to(DEVICE)
+    expect(g, find(name).gemm(a, b, offs), reference.gemm(g, a, b, offs), exact=True)
+
+
+@pytest.mark.parametrize("kind", sorted(LENS))
+def test_grouped_wgrad_exact_and_accumulate(kind):
+    g = GEMMS["fp8_gemm_grouped_wgrad"]
+    lens = lens_of(kind)
+    G, T, M, N = len(lens), sum(lens), 576, 384
+    t = torch.tensor(lens, device=DEVICE)
+    a, b = engineered(g.a, (T, M), G=G, lens=t, seed=6), engineered(g.b, (T, N), G=G, lens=t, seed=7)
+    offs = a.extras["padded_offsets"]
+    ref = reference.gemm(g, a, b, offs)
+    expect(g, find(g.name).gemm(a, b, offs), ref, exact=True)
+    buf = torch.ones(G, M, N, device=DEVICE)
+    find("fp8_gemm_grouped_wgrad_acc").gemm(a, b, offs, out=buf)
+    want = torch.stack([torch.ones(M, N, device=DEVICE) if n == 0 else ref[i] + 1 for i, n in enumerate(lens)])
+    assert torch.equal(buf, want)
+
+
+def test_grouped_random_within_the_bound():
+    g = GEMMS["fp8_gemm_grouped_fprop"]
+    lens = lens_of("64")
+    G, M, N, K = len(lens), sum(lens), 2112, 2880
+    x = torch.randn(M, K, device=DEVICE).to(torch.bfloat16)
+    w = torch.randn(G * N, K, device=DEVICE).to(torch.bfloat16)
+    a, b = producer(g.a).quantize(x), producer(g.b).quantize(w)
+    offs = offsets_of(lens).to(DEVICE)
+    y = find(g.name).gemm(a, b, offs)
+    assert rel_err(y.float(), reference.gemm(g, a, b, offs).to(y.dtype).float()) < 1e-6
+
+
+def test_64_bit_offsets():
+    """An output past 2^31 elements (int64 index arithmetic): the last rows against the reference."""
+    g = GEMMS["fp8_gemm_fprop"]
+    M, N, K = 2 ** 31 // 16384 + 256, 16384, 128
+    a = engineered(g.a, (M, K), seed=8)
+    b = engineered(g.b, (N, K), seed=9)
+    y = find(g.name).gemm(a, b)
+    tail = {k: v for k, v in a.items()}
+    ref_rows = reference.gemm(g, a, b)[-300:]
+    assert torch.equal(y[-300:], ref_rows.to(y.dtype))
