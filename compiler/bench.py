@@ -170,7 +170,8 @@ def torchao_entries() -> List[Entry]:
 
 
 # ---- GEMMs: TFLOP/s beside the peers, measured in the same run ---------------------------------------
-GEMM_SHAPES = ((8192, 8192, 8192), (4096, 7168, 7168), (4096, 2048, 7168), (4096, 7168, 2048), (16384, 4096, 4096))
+GEMM_SHAPES = ((8192, 8192, 8192), (4096, 7168, 7168), (4096, 2048, 7168), (4096, 7168, 2048), (16384, 4096, 4096),
+               (32768, 4096, 4096))  # the last: 512 rows per group with 64 groups
 FP8_PEAK_TFLOPS = 1979.0  # the H200's dense FP8 peak
 
 
@@ -219,21 +220,27 @@ def _quantlay_grouped(G: int, random: bool):
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
         return (lambda: mod.gemm(a, b, offs, out=out)), 2 * M * N * K
     return Entry(f"quantlay fp8_gemm_grouped_fprop G={G} {'random' if random else 'equal'}", make,
-                 kernel_hash=_hash(mod), group="gemm")
+                 _rows_per_group(G), kernel_hash=_hash(mod), group="gemm")
 
 
-def _quantlay_wgrad(G: int):
+def _rows_per_group(G: int):
+    """Grouped GEMMs are measured where groups hold 512 rows or more on average (MoE training)."""
+    return lambda M, N, K: None if M >= 512 * G else f"fewer than 512 rows per group ({M} rows, {G} groups)"
+
+
+def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc"):
     from quantlay.generated import find
-    mod = find("fp8_gemm_grouped_wgrad_acc")
+    mod = find(name)
+    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
+    cast = find(g.a.variant.kernel.name)
 
     def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], added into main_grad
         lens = torch.tensor(_lens(M, G, False), device="cuda")
-        cast = find("fp8_segment_m")
         a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
         grad = torch.zeros(G, N, K, device="cuda")
         offs = a.extras["padded_offsets"]
         return (lambda: mod.gemm(a, b, offs, out=grad)), 2 * M * N * K
-    return Entry(f"quantlay fp8_gemm_grouped_wgrad_acc G={G} equal", make, kernel_hash=_hash(mod), group="gemm")
+    return Entry(f"quantlay {name} G={G} equal", make, _rows_per_group(G), kernel_hash=_hash(mod), group="gemm")
 
 
 def _torchao():
@@ -289,7 +296,8 @@ def gemm_peer_entries() -> List[Entry]:
 def gemm_entries() -> List[Entry]:
     return ([_quantlay_dense(n) for n in ("fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte")]
             + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
-            + [_quantlay_wgrad(G) for G in (8, 64)] + gemm_peer_entries())
+            + [_quantlay_wgrad(G, n) for n in ("fp8_gemm_grouped_wgrad_acc", "fp8_gemm_grouped_wgrad_t_acc")
+               for G in (8, 64)] + gemm_peer_entries())
 
 
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {

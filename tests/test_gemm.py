@@ -112,24 +112,25 @@ def test_grouped_rows_bit_exact(name, lens):
 
 
 @pytest.mark.parametrize("lens", [[0, 1, 127, 129], [200], [0, 0, 5]])
-def test_grouped_wgrad_bit_exact_and_accumulates(lens):
-    g = GEMMS["fp8_gemm_grouped_wgrad"]
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad", "fp8_gemm_grouped_wgrad_t"])
+def test_grouped_wgrad_bit_exact_and_accumulates(lens, name):
+    g = GEMMS[name]
     G, T, M, N = len(lens), sum(lens), 64, 192
     t = torch.tensor(lens, device=DEVICE)
     a = engineered(g.a, (T, M), G=G, lens=t, seed=5)
     b = engineered(g.b, (T, N), G=G, lens=t, seed=6)
     offs = a.extras["padded_offsets"]
-    y = find("fp8_gemm_grouped_wgrad").gemm(a, b, offs, **TILE)
+    y = find(name).gemm(a, b, offs, **TILE)
     ref = reference.gemm(g, a, b, offs)
     expect(g, y, ref, exact=True)
     for i, n in enumerate(lens):
         if n == 0:
             assert not y[i].any(), "a group without tokens gives exact zeros"
     main_grad = torch.full((G, M, N), 0.5, device=DEVICE)
-    out = find("fp8_gemm_grouped_wgrad_acc").gemm(a, b, offs, out=main_grad, **TILE)
+    out = find(name + "_acc").gemm(a, b, offs, out=main_grad, **TILE)
     assert out.data_ptr() == main_grad.data_ptr()
     for i, n in enumerate(lens):
-        want = torch.full((M, N), 0.5) if n == 0 else ref[i] + 0.5
+        want = torch.full((M, N), 0.5) if n == 0 else ref[i].cpu() + 0.5
         assert torch.equal(main_grad[i].cpu(), want), f"group {i}"
 
 
@@ -153,6 +154,14 @@ def test_a_tensor_in_another_layout_is_refused_before_launch():
     w1x128 = find("fp8_1x128_nvte", gemm_ready=True).quantize(torch.randn(256, 128).to(torch.bfloat16).to(DEVICE))
     with pytest.raises(LayoutMismatchError, match="differs in block"):  # 128x1 blocks where 128x128 are read
         find("fp8_gemm_dgrad_nvte").gemm(gemm_ready, w1x128)
+
+
+def test_grouped_dgrad_refuses_blocks_straddling_two_matrices():
+    g = GEMMS["fp8_gemm_grouped_dgrad"]
+    a = engineered(g.a, (64, 192))
+    b = engineered(g.b, (2 * 192, 128))  # two matrices of K = 192 rows: 128x128 blocks straddle them
+    with pytest.raises(LaunchError, match=r"contraction K = 192\) must be a multiple of 128"):
+        find(g.name).gemm(a, b, offsets_of([30, 34]).to(DEVICE))
 
 
 def test_shape_and_buffer_errors():
@@ -237,7 +246,7 @@ def test_accumulating_custom_op_mutates_its_buffer():
     tensors, (M, N, K) = mod.args(a, b, offs)
     buf = torch.zeros(2, M, N, device=DEVICE)
     assert mod.gemm_op(*tensors, buf, M, N, K) is None
-    assert torch.equal(buf.cpu(), reference.gemm(g, a, b, offs))
+    assert torch.equal(buf.cpu(), reference.gemm(g, a, b, offs).cpu())
 
 
 @pytest.mark.gpu

@@ -58,13 +58,14 @@ def test_poisoned_ragged_shapes(name, opts):
         check(name, opts, x, out=out)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_segments_at_realistic_sizes(fused):
+@pytest.mark.parametrize("name,fused", [("fp8_segment_m", False), ("fp8_segment_m", True),
+                                        ("fp8_segment_m_transposed", None)])
+def test_segments_at_realistic_sizes(name, fused):
     M, N = SEGMENT_SHAPE
     lens = torch.tensor([0, 1, 127, 128, 129, M // 3, 0, M - M // 3 - 385])
     for cname in ("normal", "specials"):
         x = inputs.CLASSES[cname](M, N, seed=11).to(DEVICE)
-        _, _, res, _ = check("fp8_segment_m", {"fused_rowwise": fused}, x, groups=lens)
+        _, _, res, _ = check(name, {} if fused is None else {"fused_rowwise": fused}, x, groups=lens)
         _, offsets = reference.segment_rows(x[:, :1].float(), lens, 128)
         assert res.extras["padded_offsets"].cpu().tolist() == torch.as_tensor(offsets).tolist()
 

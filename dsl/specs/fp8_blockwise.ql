@@ -109,3 +109,13 @@ kernel fp8_segment_m(x: bf16[M, N], group_lens: groups[G]) {
         store scale as row_major
     }
 }
+
+# The same segment-padded columnwise operand stored transposed ([N, M + 128*G]: each row holds one
+# column's tokens, contiguous): K-major for the weight-gradient GEMM, whose contraction runs over the
+# tokens (what NVIDIA TE's GEMM_READY columnwise data is to the dense case). Scales [N, (M + 128*G) / 128].
+kernel fp8_segment_m_transposed(x: bf16[M, N], group_lens: groups[G]) {
+    colwise blocks 128x1 segmented profile fp8_block_rocm_te {
+        store data  as transpose
+        store scale as transpose
+    }
+}

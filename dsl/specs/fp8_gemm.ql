@@ -25,5 +25,9 @@ gemm fp8_gemm_grouped_fprop(a: fp8_1x128_rocm_te.rowwise, b: fp8_128x128_rocm_te
 gemm fp8_gemm_grouped_dgrad(a: fp8_1x128_rocm_te.rowwise, b: fp8_128x128_nvte.colwise, groups: rows) -> bf16
 
 # MoE weight gradient: variable K (each group's tokens), accumulated into main_grad [G, N, K] or written.
+# From ROCm TE's segment-padded operands (tokens along the rows), and from the transposed ones (tokens
+# contiguous: K-major, the layout the MMA reads without a transpose).
 gemm fp8_gemm_grouped_wgrad(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, groups: contraction) -> fp32
 gemm fp8_gemm_grouped_wgrad_acc(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, groups: contraction) -> fp32 accumulate
+gemm fp8_gemm_grouped_wgrad_t(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32
+gemm fp8_gemm_grouped_wgrad_t_acc(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32 accumulate
