@@ -24,23 +24,40 @@ g = next(g for g in load_gemms(SPECS_DIR / "fp8_gemm.ql") if g.name == NAME)
 mod = find(NAME)
 
 
+G = 8  # grouped GEMMs: 8 equal groups
+
+
 def operand(op, free, K):
     prod = find(op.variant.kernel.name, **{n: v for n, v in op.variant.options if v})
+    if g.groups == "contraction":  # tokens K, segment-padded
+        return prod.quantize(torch.randn(K, free, device="cuda").to(torch.bfloat16), lens(K))
     shape = (free, K) if op.direction.name == "rowwise" else (K, free)
+    if g.groups == "rows" and op.name == "b":
+        shape = (G * shape[0], shape[1])
     return prod.quantize(torch.randn(shape, device="cuda").to(torch.bfloat16))
+
+
+def lens(rows):
+    return torch.full((G,), rows // G, dtype=torch.int64, device="cuda")
 
 
 print(f"{NAME} on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
 for M, N, K in SHAPES:
     a, b = operand(g.a, M, K), operand(g.b, N, K)
-    ref = mod.gemm(a, b)
+    extra = ()
+    if g.groups == "rows":
+        extra = (torch.arange(0, M + 1, M // G, dtype=torch.int64, device="cuda")[:G + 1],)
+    elif g.groups == "contraction":
+        extra = (a.extras["padded_offsets"],)
+    gemm = lambda a, b, **kw: mod.gemm(a, b, *extra, **kw)  # noqa: E731
+    ref = gemm(a, b)
     for bm, bn, w, st, gm in CONFIGS:
         cfg = dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st, group_m=gm)
         try:
             out = torch.empty_like(ref)
-            mod.gemm(a, b, out=out, **cfg)
+            gemm(a, b, out=out, **cfg)
             same = torch.equal(out, ref)
-            ms = triton.testing.do_bench_cudagraph(lambda: mod.gemm(a, b, out=out, **cfg), rep=200)
+            ms = triton.testing.do_bench_cudagraph(lambda: gemm(a, b, out=out, **cfg), rep=200)
             print(f"{M}x{N}x{K} {bm}x{bn} w{w} s{st} g{gm}: {ms:.4f} ms {2 * M * N * K / ms / 1e9:7.0f} TFLOP/s"
                   f"{'' if same else '  BYTES DIFFER'}", flush=True)
         except Exception as exc:  # a configuration that does not compile (shared memory) is reported
