@@ -158,20 +158,25 @@ def _cmd_tune(args) -> int:
         print("error: quantlay tune needs a CUDA device", file=sys.stderr)
         return 2
     from . import spec as specmod
-    from .tune import tune
+    from .tune import tune, tune_gemm
     kernels = specmod.shipped_kernels()
+    gemms = sorted(g.name for p in specmod.shipped_specs() for g in specmod.load_gemms(p))
     names = sorted(kernels) if args.kernel == "all" else args.kernel.split(",")
-    unknown = [n for n in names if n not in kernels]
+    unknown = [n for n in names if n not in kernels and n not in gemms]
     if unknown:
-        print(f"error: no shipped kernel {unknown[0]!r}; kernels: {', '.join(sorted(kernels))}", file=sys.stderr)
+        print(f"error: no shipped kernel or gemm {unknown[0]!r}; kernels: {', '.join(sorted(kernels))}; "
+              f"gemms: {', '.join(gemms)}", file=sys.stderr)
         return 2
     variants = []
-    for name in names:  # a kernel without options has one variant whatever --flags says
+    for name in (n for n in names if n in kernels):  # a kernel without options has one variant whatever --flags says
         settings = args.flags.split(",") if kernels[name].options else ["off"]
         variants += [(name, dict.fromkeys(kernels[name].options, flags == "on")) for flags in settings]
-    shapes = list(_shapes(args.shape))
+    gemm_names = [n for n in names if n in gemms]
     try:
-        tune(variants, shapes=shapes, max_tile=args.max_tile)  # prints and stores each winner (one per bucket)
+        if variants:
+            tune(variants, shapes=list(_shapes(args.shape)), max_tile=args.max_tile)  # stores each winner
+        if gemm_names:
+            tune_gemm(gemm_names, shapes=list(_shapes(args.gemm_shape, 3)))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -231,9 +236,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "(e.g. quantlay,torchao leaves out the torch reference peers)")
     b.set_defaults(fn=_cmd_bench)
     t = sub.add_parser("tune", **fmt, help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
-    t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel names, comma-separated, or all")
+    t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel or gemm names, comma-separated, or all (the kernels)")
     t.add_argument("--flags", default="on,off", help="option settings to tune: on, off or both")
     t.add_argument("--shape", default="8192x8192", help="shapes, comma-separated: one winner per size bucket")
+    t.add_argument("--gemm-shape", default="8192x8192x8192", help="MxNxK shapes for gemms, comma-separated")
     t.add_argument("--max-tile", type=int, default=None, metavar="ELEMENTS",
                    help="sweep only tiles of at most this many elements, e.g. 8192 (a shorter sweep)")
     t.set_defaults(fn=_cmd_tune)

@@ -34,8 +34,8 @@ def size_bucket(numel: int) -> int:
 
 
 def _bucket_of(row: dict) -> int:
-    m, n = (int(v) for v in row["shape"].split("x"))
-    return size_bucket(m * n)
+    """A cast's bucket is that of its M * N elements, a GEMM's that of M * N * K."""
+    return size_bucket(math.prod(int(v) for v in row["shape"].split("x")))
 
 
 @functools.lru_cache(maxsize=None)
@@ -165,3 +165,79 @@ def _store(winner: dict) -> None:
     TABLE.write_text(json.dumps({"entries": out}, indent=2, sort_keys=True) + "\n")
     _table.cache_clear()
     lookup.cache_clear()
+    lookup_gemm.cache_clear()
+
+
+GEMM_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "group_m")
+
+
+@functools.lru_cache(maxsize=None)
+def lookup_gemm(kernel: str, bucket: int, device_index: int = 0) -> Optional[dict]:
+    """A GEMM's tuned launch configuration for its M * N * K bucket on this GPU and Triton, or None."""
+    import torch
+    import triton
+    if not torch.cuda.is_available():
+        return None
+    rows = _table().get((kernel, torch.cuda.get_device_name(device_index), triton.__version__))
+    if not rows:
+        return None
+    row = rows[min(rows, key=lambda b: (abs(b - bucket), -b))]
+    return {k: row[k] for k in GEMM_KEYS if k in row}
+
+
+def tune_gemm(names: Iterable[str], shapes: Sequence[Tuple[int, int, int]] = ((8192, 8192, 8192),),
+              write: bool = True, device: str = "cuda", timer: Optional[Callable] = None, groups: int = 8) -> List[dict]:
+    """Sweep each GEMM's CONFIGS at each (M, N, K) and store the fastest per bucket. Grouped GEMMs run on
+    `groups` balanced groups; an accumulating GEMM is timed on a scratch buffer of its own (never on a
+    buffer it adds into: its result would be the sum of every candidate's), and every candidate's output
+    is checked bit-exact against the reference on engineered exact inputs before it can win."""
+    import torch
+    import triton
+    from . import inputs, reference
+    from . import spec as specmod
+    from .bench import time_call
+    from quantlay.generated import find
+    timer = timer or (lambda fn: time_call(fn)[0])
+    gemms = {g.name: g for p in specmod.shipped_specs() for g in specmod.load_gemms(p)}
+    gpu, tv = torch.cuda.get_device_name(), triton.__version__
+    winners = []
+    for name, (M, N, K) in ((n, s) for n in names for s in shapes):
+        if name not in gemms:
+            raise ValueError(f"no shipped gemm {name!r}; gemms: {', '.join(sorted(gemms))}")
+        g, mod = gemms[name], find(name)
+        G = groups if g.groups else 1
+        lens = torch.full((G,), (K if g.groups == "contraction" else M) // G, dtype=torch.int64)
+        lens[-1] += (K if g.groups == "contraction" else M) - int(lens.sum())
+
+        def operand(op, free):
+            if g.groups == "contraction":  # tokens K
+                return inputs.exact_operand(op, (K, free), device, G, lens.to(device), seed=len(op.name))
+            rows, cols = (free, K) if op.contraction_axis == 1 else (K, free)
+            if g.groups == "rows" and op.name == "b":
+                rows *= G
+            return inputs.exact_operand(op, (rows, cols), device, seed=len(op.name))
+        a, b = operand(g.a, M), operand(g.b, N)
+        offs = (a.extras["padded_offsets"] if g.groups == "contraction" else
+                torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(device) if g.groups else None)
+        args = (offs,) if g.groups else ()
+        shape = (G, M, N) if g.groups == "contraction" else (M, N)
+        ref = reference.gemm(g, a, b, offs).cpu()
+        timed = []
+        for bm, bn, w, st, gm in mod.CONFIGS:
+            cfg = dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st, group_m=gm)
+            fresh = torch.zeros(shape, dtype=torch.float32, device=device) if g.accumulate else None
+            y = mod.gemm(a, b, *args, out=fresh, **cfg)
+            if not torch.equal(y.cpu(), ref.to(y.dtype)):
+                raise AssertionError(f"{mod.NAME} config {cfg} is not bit-exact")
+            scratch = torch.zeros(shape, dtype=torch.float32, device=device) if g.accumulate else torch.empty_like(y)
+            ms = timer(lambda: mod.gemm(a, b, *args, out=scratch, **cfg))
+            print(f"{mod.NAME} {M}x{N}x{K} {bm}x{bn} w{w} s{st} g{gm}: {ms:.4f} ms "
+                  f"{2 * M * N * K / ms / 1e9:.0f} TFLOP/s", flush=True)
+            timed.append((ms, cfg))
+        ms, cfg = min(timed, key=lambda t: t[0])
+        row = {"kernel": mod.NAME, "gpu": gpu, "triton": tv, **cfg, "shape": f"{M}x{N}x{K}", "median_ms": round(ms, 4)}
+        print(f"best {mod.NAME} at {M}x{N}x{K}: {cfg} ({ms:.4f} ms)", flush=True)
+        if write:
+            _store(row)
+        winners.append(row)
+    return winners

@@ -34,6 +34,9 @@ KEYS = {"a": ("rowwise_data", "rowwise_scale"), "b": ("rowwise_data", "rowwise_s
 DTYPES = {"a_data": torch.uint8, "a_scale": torch.float32,
           "b_data": torch.uint8, "b_scale": torch.float32}
 BK = 128  # the K block both operands' scales cover
+# Launch configurations `quantlay tune` sweeps: (block_m, block_n, num_warps, num_stages, group_m)
+CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 128, 8, 4, 8), (64, 128, 4, 4, 8),
+           (128, 64, 4, 4, 8), (64, 64, 4, 3, 8), (128, 128, 8, 3, 1), (64, 128, 4, 3, 16), (128, 256, 8, 3, 8)]
 # default launch configuration: on the H200 64x128 on four warps led the sweep (477-498 TFLOP/s at
 # 8192^3 and 4096x2048x7168, against 452-458 for 128x128 on eight; bench/gemm_sweep.py)
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
@@ -201,7 +204,16 @@ def dims(a_shape, b_shape, G=1):
 def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_m=None, block_n=None,
             num_warps=None, num_stages=None, group_m=None):
     G = offsets.numel() - 1 if offsets is not None else 1
-    block_m, block_n = block_m or BLOCK_M, block_n or BLOCK_N
+    # the caller's settings, else the committed table's for this size on this GPU (quantlay tune), else the default
+    cfg = dict(zip(("block_m", "block_n", "num_warps", "num_stages", "group_m"),
+                   (BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M)))
+    if a_data.is_cuda:
+        from quantlay.tune import lookup_gemm, size_bucket
+        cfg.update(lookup_gemm(NAME, size_bucket(M * N * K), a_data.device.index or 0) or {})
+    given = dict(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages, group_m=group_m)
+    cfg.update((k, v) for k, v in given.items() if v is not None)
+    block_m, block_n, num_warps, num_stages, group_m = (cfg[k] for k in ("block_m", "block_n", "num_warps",
+                                                                        "num_stages", "group_m"))
     if block_m < 16 or block_n < 16 or block_m & (block_m - 1) or block_n & (block_n - 1):
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be powers of two of at least 16 (MMA)")
     numel = max(out.numel(), *(t.numel() for t in (a_data, a_scale, b_data, b_scale)))
@@ -212,10 +224,9 @@ def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_
     even_k = K % BK == 0
     even_mn = M % block_m == 0 and N % block_n == 0
     _gemm_kernel[grid](a_data, a_scale, b_data, b_scale, out, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G),
-                       *extra, BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=group_m or GROUP_M, IDX64=idx64,
-                       EVEN_K=even_k, EVEN_MN=even_mn,
-                       INTERPRETED=runtime.interpreting(),
-                       num_warps=num_warps or NUM_WARPS, num_stages=num_stages or NUM_STAGES, **meta)
+                       *extra, BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=group_m, IDX64=idx64,
+                       EVEN_K=even_k, EVEN_MN=even_mn, INTERPRETED=runtime.interpreting(),
+                       num_warps=num_warps, num_stages=num_stages, **meta)
     return out
 
 

@@ -160,3 +160,34 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
     finally:
         tune._table.cache_clear()
         tune.lookup.cache_clear()
+
+
+def test_gemm_tuner_checks_each_candidate_and_stores_the_fastest(tmp_path, monkeypatch):
+    """The GEMM sweep in the interpreter: balanced groups, bit-exact candidates, an accumulating GEMM timed
+    on a scratch buffer of its own, the winner stored under its M * N * K bucket."""
+    import itertools
+    import pytest
+    from quantlay.generated import find
+    if torch.cuda.is_available():
+        pytest.skip("runs the sweep in the interpreter")
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": []}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    for name in ("fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"):
+        monkeypatch.setattr(find(name), "CONFIGS", [(32, 64, 4, 3, 8), (64, 32, 4, 3, 8)])
+    tune._table.cache_clear()
+    ticks = itertools.count()
+    try:
+        winners = tune.tune_gemm(["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"], shapes=[(128, 64, 256)],
+                                 device="cpu", timer=lambda fn: 10.0 - next(ticks), groups=3)
+        assert [(w["block_m"], w["block_n"]) for w in winners] == [(64, 32), (64, 32)]
+        stored = json.loads(table.read_text())["entries"]
+        assert {r["kernel"] for r in stored} == {find("fp8_gemm_grouped_fprop").NAME,
+                                                 find("fp8_gemm_grouped_wgrad_t_acc").NAME}
+        assert all(r["shape"] == "128x64x256" for r in stored)
+        with pytest.raises(ValueError, match="no shipped gemm 'fp8_gemm_nope'"):
+            tune.tune_gemm(["fp8_gemm_nope"], device="cpu", timer=lambda fn: 1.0)
+    finally:
+        tune._table.cache_clear()
+        tune.lookup_gemm.cache_clear()
