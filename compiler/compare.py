@@ -1,15 +1,14 @@
 """`quantlay compare`: run a hand-written kernel and the generated one on the same inputs, decode both
-through the layout algebra, and explain every difference in one sentence.
+through the layout algebra, and explain every difference.
 
 The binding (TOML) says how to call the hand-written callable, which spec output each returned value
-is, and which option values the hand-written code claims to honour. Diagnoses, tried in order:
-
-* layout: the hand-written bytes equal the reference under another option setting of the spec (e.g. it
-  ignores `shuffle_columnwise_data`);
-* numerics: they equal the reference with one format rule changed (E2M1 tie rule or sign of zero,
-  E8M0 mode, amax == 0 / Inf / NaN convention), named with the elements or blocks affected;
-* padding: only padding cells differ, and hold another fill than the declared one;
-* otherwise: the pattern of mismatching rows, columns and blocks, with examples.
+is, which outputs it writes into buffers the caller allocates ([buffers]: compare allocates them in the
+spec's layout, every byte a sentinel), and which option values the hand-written code claims to honour.
+The diagnosis (`compiler/diagnose.py`) searches layouts and numerics jointly, so a kernel that ignores
+a layout flag *and* rounds another way gets both named, each with the share of the differing values it
+explains, and the data differences that follow from a scale difference are not counted twice. A
+summary per output closes the report; exit status 0 when every output is bit-exact, 1 when any differs,
+2 for usage errors.
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from quantlay.errors import QuantlayError, did_you_mean
 
 from . import inputs, reference
 from . import spec as specmod
-from .formats import E8M0_MODES, TIE_RULES, ZERO_SIGN_RULES
+from .diagnose import SENTINEL, diagnose_direction
 from .ir import KernelIR, VariantIR
 
 OUTPUT_KEYS = ("rowwise_data", "rowwise_scale", "colwise_data", "colwise_scale")
@@ -44,6 +43,7 @@ class Binding:
     args: List[str]
     kwargs: Dict[str, object]
     outputs: Dict[str, object]
+    buffers: Dict[str, str] = field(default_factory=dict)  # output key -> keyword argument it is passed as
 
 
 def load_binding(path: str, kernels: Dict[str, KernelIR]) -> Binding:
@@ -67,9 +67,18 @@ def load_binding(path: str, kernels: Dict[str, KernelIR]) -> Binding:
                                f"{did_you_mean(name, k.options) or 'options: ' + ', '.join(k.options)}")
         if not isinstance(val, bool):
             raise BindingError(f"binding {path}: [options] {name} = {val!r} must be true or false")
-    outputs = raw.get("outputs")
-    if not outputs:
-        raise BindingError(f"binding {path}: an [outputs] table is required, e.g. rowwise_data = 0")
+    outputs = dict(raw.get("outputs", {}))
+    buffers = dict(raw.get("buffers", {}))
+    for key, kwarg in buffers.items():
+        if key not in OUTPUT_KEYS:
+            raise BindingError(f"binding {path}: [buffers] {key} is not a spec output; "
+                               f"{did_you_mean(key, OUTPUT_KEYS) or 'outputs: ' + ', '.join(OUTPUT_KEYS)}")
+        if not isinstance(kwarg, str) or not kwarg.isidentifier():
+            raise BindingError(f"binding {path}: [buffers] {key} = {kwarg!r} must be the name of the keyword "
+                               f"argument the buffer is passed as")
+    if not outputs and not buffers:
+        raise BindingError(f"binding {path}: an [outputs] table (e.g. rowwise_data = 0) or a [buffers] table "
+                           f"(e.g. rowwise_data = \"out_data\") is required")
     for key in outputs:
         if key not in OUTPUT_KEYS:
             raise BindingError(f"binding {path}: [outputs] {key} is not a spec output; "
@@ -77,7 +86,7 @@ def load_binding(path: str, kernels: Dict[str, KernelIR]) -> Binding:
     call = raw.get("call", {})
     args = call.get("args", ["x"])
     return Binding(kernel, {n: bool(options.get(n, False)) for n in k.options}, list(args),
-                   dict(call.get("kwargs", {})), dict(outputs))
+                   dict(call.get("kwargs", {})), outputs, buffers)
 
 
 def load_callable(target: str) -> Callable:
@@ -96,13 +105,30 @@ def load_callable(target: str) -> Callable:
     return fn
 
 
-def call_handwritten(fn: Callable, binding: Binding, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+def output_buffers(variant: VariantIR, binding: Binding, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """The buffers the binding says the caller allocates: the spec's physical shape and dtype, every byte
+    the sentinel, so a cell the kernel leaves unwritten shows."""
+    M, N = x.reshape(-1, x.shape[-1]).shape
+    out = {}
+    for key in binding.buffers:
+        o = variant.output(key)
+        shape = tuple(int(e.evaluate({"M": M, "N": N})) for e in o.chain.physical_shape(*o.logical))
+        raw = torch.full(shape if o.format != "f32" else shape + (4,), SENTINEL, dtype=torch.uint8, device=x.device)
+        out[key] = raw if o.format != "f32" else raw.view(torch.float32).reshape(shape)
+    return out
+
+
+def call_handwritten(fn: Callable, binding: Binding, x: torch.Tensor,
+                     buffers: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
     args = [x if a == "x" else a for a in binding.args]
+    buffers = buffers or {}
+    kwargs = dict(binding.kwargs, **{binding.buffers[k]: t for k, t in buffers.items()})
     try:
-        ret = fn(*args, **binding.kwargs)
+        ret = fn(*args, **kwargs)
     except Exception as exc:
         raise BindingError(f"the hand-written callable raised {type(exc).__name__}: {exc}") from exc
-    out = {}
+    out = {k: (t if t.dtype == torch.uint8 else t.view(torch.uint8) if t.element_size() == 1 else t)
+           for k, t in buffers.items() if k not in binding.outputs}
     for key, where in binding.outputs.items():
         try:
             t = ret[where]
@@ -126,165 +152,53 @@ class OutputReport:
     total: int = 0
     first: List[Tuple[int, int, int, int]] = field(default_factory=list)
     diagnosis: str = ""
-
-
-def _variant_with(variant: VariantIR, direction: str, element=None, scale=None) -> VariantIR:
-    dirs = tuple(dataclasses.replace(d, element=element or d.element, scale=scale or d.scale)
-                 if d.name == direction else d for d in variant.kernel.directions)
-    k = dataclasses.replace(variant.kernel, directions=dirs)
-    return k.variant(**dict(variant.options))
-
-
-def _numeric_alternatives(variant: VariantIR, direction: str):
-    """(description, variant) for every single-rule change of one direction's numerics."""
-    d = variant.direction(direction)
-    el, sc = d.element, d.scale
-    for t in TIE_RULES:
-        if t != el.ties:
-            yield ("ties", t), _variant_with(variant, direction, element=dataclasses.replace(el, ties=t))
-    for z in ZERO_SIGN_RULES:
-        if z != el.zero_sign:
-            yield ("zero_sign", z), _variant_with(variant, direction, element=dataclasses.replace(el, zero_sign=z))
-    top = (1 << el.bits) - 1
-    for nan in sorted({0x0, top >> 1, (top >> 1) + 1, top} - {el.nan}):
-        yield ("nan", nan), _variant_with(variant, direction, element=dataclasses.replace(el, nan=nan))
-    if sc.name != "e8m0":  # other scale formats: only the element rules are varied
-        return
-    for m in E8M0_MODES:
-        for zero in [sc.zero_amax] + sorted({0, 127} - {sc.zero_amax}):
-            if (m, zero) != (sc.mode, sc.zero_amax):
-                alt = dataclasses.replace(sc, mode=m, zero_amax=zero)
-                yield ("mode", (m, zero)), _variant_with(variant, direction, scale=alt)
-    for inf in sorted({253, 254, 255} - {sc.inf_amax}):
-        yield ("inf_amax", inf), _variant_with(variant, direction, scale=dataclasses.replace(sc, inf_amax=inf))
-
-
-def _sentence(kind, value, d, key) -> str:
-    el, sc = d.element, d.scale
-    what = key.replace("_", " ")
-    if kind == "ties":
-        names = {"even": "to even", "away": "away from zero", "zero": "toward zero"}
-        return (f"{what}: E2M1 tie rounding: the hand-written kernel rounds exact midpoints {names[value]}, "
-                f"the spec rounds them {names[el.ties]} (every mismatch is at an exact midpoint)")
-    if kind == "zero_sign":
-        return (f"{what}: sign of zero: the hand-written kernel encodes zero results with zero_sign "
-                f"{value}, the spec says {el.zero_sign}")
-    if kind == "mode":
-        mode, zero = value
-        if mode == sc.mode:
-            return (f"{what}: amax == 0 convention: all-zero blocks get E8M0 {zero} in the hand-written "
-                    f"kernel, {sc.zero_amax} in the spec")
-        extra = f" and all-zero blocks get {zero}" if zero != sc.zero_amax else ""
-        return (f"{what}: E8M0 scale rule: the hand-written kernel selects exponents in `{mode}` mode"
-                f"{extra}; the spec says `{sc.mode}` (exponents differ by one on blocks whose amax "
-                f"mantissa lies between the two modes' rounding points)")
-    if kind == "inf_amax":
-        return f"{what}: blocks with an Inf get E8M0 {value} in the hand-written kernel, {sc.inf_amax} in the spec"
-    if kind == "nan":
-        return f"{what}: NaN inputs are encoded as {value:#x} by the hand-written kernel, {el.nan:#x} by the spec"
-    raise AssertionError(kind)
-
-
-def diagnose(variant: VariantIR, key: str, x: torch.Tensor, hand: torch.Tensor,
-             refs_by_options: Dict[Tuple, Dict[str, torch.Tensor]]) -> str:
-    claimed = variant.output(key)
-    ref = refs_by_options[variant.options][key]
-    # 1. layout: another option setting of the spec stores exactly these bytes (fewest flips first)
-    def flips(opts):
-        return [n for (n, a), (_, b) in zip(variant.options, opts) if a != b]
-    for opts in sorted(refs_by_options, key=lambda o: len(flips(o))):
-        other = refs_by_options[opts][key]
-        if opts == variant.options or other.shape != hand.shape or not torch.equal(other.to(hand.device), hand):
-            continue
-        alt = variant.kernel.variant(**dict(opts)).output(key)
-        if alt.layout_name() == claimed.layout_name():
-            continue
-        flipped = flips(opts)
-        verbs = [f"ignores {n}" if dict(variant.options)[n] else f"applies {n} although it is off"
-                 for n in flipped]
-        return (f"{key.replace('_', ' ')} is in `{alt.layout_name()}`, the spec with "
-                f"{', '.join(f'{n}={str(dict(variant.options)[n]).lower()}' for n in flipped)} says "
-                f"`{claimed.layout_name()}`: the hand-written kernel {' and '.join(verbs)}")
-    # 2. numerics: one rule changed explains every byte (or, failing that, nearly every byte)
-    d = variant.direction(claimed.direction)
-    base = int((ref.to(hand.device) != hand).sum()) if ref.shape == hand.shape else None
-    closest = None
-    for (kind, value), alt in _numeric_alternatives(variant, claimed.direction):
-        got = reference.quantize(alt, x)[key]
-        if got.shape != hand.shape:
-            continue
-        left = int((got.to(hand.device) != hand).sum())
-        if left == 0:
-            return _sentence(kind, value, d, key)
-        if closest is None or left < closest[0]:
-            closest = (left, kind, value)
-    if closest is not None and base and closest[0] * 4 <= base:
-        left, kind, value = closest
-        return (_sentence(kind, value, d, key)
-                + f"; this explains {base - left} of the {base} differing bytes, {left} still differ "
-                f"(the hand-written rule also differs there, e.g. on subnormal or special amax)")
-    # 3. padding only
-    if ref.shape == hand.shape:
-        M, N = x.reshape(-1, x.shape[-1]).shape
-        rows, cols = (int(e.evaluate({"M": M, "N": N})) for e in claimed.logical)
-        marker = claimed.chain.apply(torch.zeros(rows, cols, dtype=torch.uint8)) if claimed.chain.fill() is not None else None
-        if marker is not None:
-            probe = claimed.chain.apply(torch.ones(rows, cols, dtype=torch.uint8))
-            pad = (probe != 1).to(hand.device)  # cells the logical matrix does not reach
-            diff = hand != ref.to(hand.device)
-            if diff.any() and not (diff & ~pad).any():
-                vals = sorted(set(hand[diff].tolist()))[:4]
-                return (f"{key.replace('_', ' ')}: only padding differs: the hand-written kernel leaves "
-                        f"{vals} in padding cells, the spec fills them with {claimed.chain.fill()}")
-    # 4. the pattern
-    return ""
+    causes: List[Tuple[str, int]] = field(default_factory=list)  # (cause, logical values it explains)
+    unexplained: int = 0
+    differing: int = 0  # logical values that differ under the claimed layout
 
 
 def _logical(variant: VariantIR, key: str, t: torch.Tensor, M: int, N: int) -> torch.Tensor:
     return reference.logical_view(variant.output(key), t.cpu(), M, N)
 
 
-def compare_one(variant: VariantIR, fn: Callable, binding: Binding, x: torch.Tensor, device: str,
-                refs_by_options) -> List[OutputReport]:
+def compare_one(variant: VariantIR, fn: Callable, binding: Binding, x: torch.Tensor, device: str) -> List[OutputReport]:
     from quantlay.generated import find
-    M, N = x.reshape(-1, x.shape[-1]).shape
+    x2 = x.reshape(-1, x.shape[-1])
+    M, N = x2.shape
     mod = find(variant.kernel.name, **dict(variant.options))
     gen = {k: v.tensor.cpu() for k, v in mod.quantize(x.to(device)).items()}
-    hand = {k: v.cpu() for k, v in call_handwritten(fn, binding, x.to(device)).items()}
+    bufs = output_buffers(variant, binding, x.to(device))
+    hand = {k: v.cpu() for k, v in call_handwritten(fn, binding, x.to(device), bufs).items()}
+    keys = [k for k in OUTPUT_KEYS if k in hand]
+    findings = {}
+    for d in variant.directions:
+        if any(k.startswith(d.name + "_") and not _same(gen[k], hand[k]) for k in keys):
+            findings.update(diagnose_direction(variant, d.name, x2.float().cpu(), hand, gen))
     reports = []
-    for key in binding.outputs:
+    for key in keys:
         g, h = gen[key], hand[key]
-        if g.shape == h.shape and torch.equal(g, h):
+        if _same(g, h):
             reports.append(OutputReport(key, True, 0, g.numel()))
             continue
         rep = OutputReport(key, False, total=g.numel())
+        f = findings[key]
+        rep.causes = list(f.causes)
+        rep.unexplained = f.unexplained
+        rep.differing = f.differing
+        rep.diagnosis = f.text()
         if g.shape != h.shape:
             rep.mismatches = g.numel()
-            rep.diagnosis = (f"{key.replace('_', ' ')}: the hand-written buffer has shape {tuple(h.shape)}, "
-                             f"the spec's layout `{variant.output(key).layout_name()}` has {tuple(g.shape)}")
-            reports.append(rep)
-            continue
-        lg, lh = _logical(variant, key, g, M, N), _logical(variant, key, h, M, N)
-        diff = (lg != lh).nonzero()
-        rep.mismatches = int((g != h).sum())
-        rep.first = [(int(r), int(c), int(lg[r, c]), int(lh[r, c])) for r, c in diff[:5].tolist()]
-        rep.diagnosis = diagnose(variant, key, x.cpu(), h, refs_by_options) or _pattern(key, lg, lh, variant)
+        else:
+            rep.mismatches = int((g != h).sum())
+            lg, lh = _logical(variant, key, g, M, N), _logical(variant, key, h, M, N)
+            diff = (lg != lh).nonzero()
+            rep.first = [(int(r), int(c), int(lg[r, c]), int(lh[r, c])) for r, c in diff[:5].tolist()]
         reports.append(rep)
     return reports
 
 
-def _pattern(key, lg, lh, variant) -> str:
-    bad = lg != lh
-    if key.endswith("scale") and bool(((lg.int() - lh.int()).abs()[bad] == 1).all()):
-        ups = int(((lh.int() - lg.int()) == 1).sum())
-        return (f"{key.replace('_', ' ')}: E8M0 exponents differ by one on {int(bad.sum())} blocks "
-                f"({ups} one higher, {int(bad.sum()) - ups} one lower in the hand-written kernel): its scale "
-                f"rule rounds amax differently; no single mode of the spec reproduces it on these inputs")
-    rows = bad.any(dim=1).nonzero().flatten().tolist()
-    cols = bad.any(dim=0).nonzero().flatten().tolist()
-    return (f"{key.replace('_', ' ')}: unexplained: {int(bad.sum())} logical elements differ in "
-            f"{len(rows)} rows (first {rows[:4]}) and {len(cols)} columns (first {cols[:4]}); no layout "
-            f"of the spec and no single format rule reproduces the hand-written bytes")
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
 
 
 def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Optional[str] = None,
@@ -298,13 +212,13 @@ def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Opti
     result = {"spec": spec_path, "kernel": variant.name, "against": against, "options": binding.options,
               "classes": []}
     all_exact = True
+    summary: Dict[str, dict] = {}
     print(f"compare {variant.name}\n   with {against} (claims {binding.options})\n   on {device}"
           f"{' (Triton interpreter)' if device == 'cpu' else ''}")
     for (M, N) in shapes:
         for cname, make in (classes or inputs.COMPARE_CLASSES).items():
             x = make(M, N, seed=M + N)
-            refs = {v.options: reference.quantize(v, x) for v in kernel.variants()}
-            reps = compare_one(variant, fn, binding, x, device, refs)
+            reps = compare_one(variant, fn, binding, x, device)
             entry = {"shape": f"{M}x{N}", "class": cname, "outputs": [dataclasses.asdict(r) for r in reps]}
             result["classes"].append(entry)
             for r in reps:
@@ -316,8 +230,23 @@ def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Opti
                     for (row, col, gv, hv) in r.first[:3]:
                         print(f"      at ({row}, {col}): generated {gv:#x}, hand-written {hv:#x}")
                     print(f"      diagnosis: {r.diagnosis}")
+                    tally = summary.setdefault(r.key, {"differing": 0, "unexplained": 0, "causes": {}})
+                    tally["differing"] += r.differing
+                    tally["unexplained"] += r.unexplained
+                    for cause, n in r.causes:
+                        tally["causes"][cause] = tally["causes"].get(cause, 0) + n
     if time_it and device == "cuda":
         result["speed"] = _speed(variant, fn, binding, time_shapes or shapes)
+    if summary:
+        print("summary (causes, with the share of the differing logical values each explains):")
+        for key, t in summary.items():
+            print(f"  {key}: {t['differing']} differing values")
+            for cause, n in t["causes"].items():
+                share = f"{100 * n / t['differing']:.0f}%" if t["differing"] and n else "-"
+                print(f"    {share:>5s}  {cause}")
+            if t["unexplained"]:
+                print(f"    {100 * t['unexplained'] / max(t['differing'], 1):.0f}%  unexplained")
+    result["summary"] = summary
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=2)
@@ -326,9 +255,11 @@ def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Opti
 
 
 def _speed(variant, fn, binding, shapes):
+    """Both kernels timed the same way (CUDA-graph replays, `bench.time_call`; the hand-written one gets
+    its output buffers preallocated when the binding declares them), with a copy of the same run."""
     import hashlib
     import triton
-    from .bench import copy_gbps
+    from .bench import copy_gbps, time_call
     from quantlay.generated import find
     mod = find(variant.kernel.name, **dict(variant.options))
     copy = copy_gbps()
@@ -338,9 +269,11 @@ def _speed(variant, fn, binding, shapes):
     for (M, N) in shapes:
         x = inputs.normal(M, N).cuda()
         res = mod.quantize(x)
-        moved = x.numel() * x.element_size() + sum(t.tensor.numel() for t in res.values())
-        tg = triton.testing.do_bench(lambda: mod.quantize(x), warmup=25, rep=200)
-        th = triton.testing.do_bench(lambda: call_handwritten(fn, binding, x), warmup=25, rep=200)
+        moved = x.numel() * x.element_size() + sum(t.tensor.numel() * t.tensor.element_size() for t in res.values())
+        out = {k: v.tensor for k, v in res.items()}
+        tg = time_call(lambda: mod.quantize(x, out=out))[0]
+        bufs = output_buffers(variant, binding, x)
+        th = time_call(lambda: call_handwritten(fn, binding, x, bufs))[0]
         row = {"shape": f"{M}x{N}", "generated_ms": tg, "handwritten_ms": th,
                "generated_gbps": moved / tg / 1e6, "handwritten_gbps": moved / th / 1e6,
                "copy_gbps": copy, "speedup": th / tg}
@@ -349,6 +282,6 @@ def _speed(variant, fn, binding, shapes):
               f"{th:9.4f} {row['handwritten_gbps']:6.0f} {100 * row['handwritten_gbps'] / copy:5.1f}% "
               f"{row['speedup']:7.2f}x")
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "commit": os.environ.get("QUANTLAY_COMMIT", "unknown"),
+            "commit": os.environ.get("QUANTLAY_COMMIT", "unknown"), "timing": "CUDA-graph replays",
             "kernel_sha256": hashlib.sha256(open(mod.__file__).read().encode()).hexdigest()[:16]}
     return {"meta": meta, "rows": rows}

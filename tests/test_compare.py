@@ -43,9 +43,10 @@ def test_ignored_data_shuffle_is_diagnosed_as_a_layout_flag(tmp_path):
     assert rc == 1
     d = diagnoses(report)
     assert set(d) == {"colwise_data"}  # the scale swizzle was applied, so scales match
-    assert d["colwise_data"] == (
+    assert d["colwise_data"].startswith(
         "colwise data is in `transpose|packed(low=even)`, the spec with shuffle_columnwise_data=true says "
         "`transpose|packed(low=even)|preshuffle16x16`: the hand-written kernel ignores shuffle_columnwise_data")
+    assert "unexplained" not in d["colwise_data"]
 
 
 def test_tie_rounding_is_diagnosed(tmp_path):
@@ -53,8 +54,8 @@ def test_tie_rounding_is_diagnosed(tmp_path):
     assert rc == 1
     d = diagnoses(report)
     assert set(d) == {"rowwise_data", "colwise_data"}
-    assert "E2M1 tie rounding: the hand-written kernel rounds exact midpoints away from zero, the spec " \
-           "rounds them to even" in d["rowwise_data"]
+    assert "rowwise data: the hand-written kernel rounds exact midpoints away from zero (the spec: to even)" \
+        in d["rowwise_data"] and "unexplained" not in d["rowwise_data"]
     first = [o["first"] for c in report["classes"] for o in c["outputs"] if o["key"] == "rowwise_data"][0]
     assert first and all(len(t) == 4 for t in first)  # (row, col, generated, hand-written)
 
@@ -63,9 +64,10 @@ def test_scale_mode_is_diagnosed(tmp_path):
     rc, report = run_compare("cast_transpose_rceil_scales", tmp_path, classes={"normal": inputs.normal})
     assert rc == 1
     d = diagnoses(report)
-    assert "E8M0 scale rule: the hand-written kernel selects exponents in `rceil` mode; the spec says `even`" \
+    assert "rowwise scale: the hand-written kernel selects exponents in `rceil` mode (the spec: `even`)" \
         in d["rowwise_scale"]
-    assert "rceil" in d["rowwise_data"]  # the data differ because the scales do
+    assert "follows from the scale difference" in d["rowwise_data"]  # the data differ because the scales do
+    assert "unexplained" not in d["rowwise_data"] + d["rowwise_scale"]
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
@@ -79,3 +81,43 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     bad.write_text('kernel = "mxfp4_cast_transpose_hw"\n[outputs]\nrowwise_dat = 0\n')
     assert main(args + [str(bad)]) == 2
     assert "did you mean 'rowwise_data'?" in capsys.readouterr().err
+
+
+# ---- a battery of kernels wrong in several ways at once -------------------------------------------------
+CAUSES = {  # the defect each switch plants -> what the diagnosis must say
+    "honour_col_shuffle": "ignores shuffle_columnwise_data",
+    "honour_row_shuffle": "ignores shuffle_rowwise_data",
+    "honour_swizzle": "ignores with_gemm_swizzled_scales",
+    "ties_away": "rounds exact midpoints away from zero",
+    "rceil": "selects exponents in `rceil` mode",
+    "floor": "selects exponents in `floor` mode",
+    "log2": "an approximate log2/exp2",
+    "nan_ignored": "ignores NaN in the block maximum",
+    "signed_zero": "encodes the sign of zero results as `sign_bit`",
+    "fill_padding": "padding left unwritten",
+}
+BATTERY_CLASSES = {"ties": inputs.ties, "nan": inputs.nans, "specials": inputs.specials}
+
+
+def _battery():
+    from examples.compare.handwritten_mxfp4 import BATTERY
+    return BATTERY
+
+
+@pytest.mark.parametrize("name", sorted(_battery()))
+def test_every_planted_cause_is_named_and_nothing_is_unexplained(name, tmp_path):
+    from quantlay.compare import run
+    defects = _battery()[name]
+    assert 2 <= len(defects) <= 4
+    binding = ROOT / "examples" / "compare" / ("binding_buffers.toml" if "fill_padding" in defects else "binding.toml")
+    out = tmp_path / "report.json"
+    rc = run(str(MXFP4_SPEC), f"{MOD}:battery_{name}", str(binding), ((64, 128),), json_path=str(out),
+             classes=BATTERY_CLASSES, time_it=False)
+    report = json.loads(out.read_text())
+    text = " | ".join(o["diagnosis"] for c in report["classes"] for o in c["outputs"] if not o["exact"])
+    assert rc == 1
+    for switch in defects:
+        assert CAUSES[switch] in text, f"{name}: {switch} not named in: {text}"
+    assert "unexplained" not in text, text
+    for key, tally in report["summary"].items():  # the summary accounts for every differing value
+        assert tally["unexplained"] == 0 and sum(tally["causes"].values()) == tally["differing"], key

@@ -9,7 +9,9 @@ switches for the bugs the compare tool must diagnose, and four entry points:
 * `cast_transpose_ties_away`: rounds E2M1 ties away from zero;
 * `cast_transpose_rceil_scales`: picks E8M0 exponents in RCEIL mode instead of EVEN.
 
-Each returns (rowwise_data, rowwise_scale, colwise_data, colwise_scale).
+Each returns (rowwise_data, rowwise_scale, colwise_data, colwise_scale). `BATTERY` adds kernels with
+two or three defects at once (`battery_<name>`), among them padding left unwritten in scale buffers
+the caller allocates (`out_rs`, `out_cs`: binding_buffers.toml).
 """
 import torch
 import triton
@@ -17,7 +19,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _to_fp4(q, TIES_AWAY: tl.constexpr):
+def _to_fp4(q, TIES_AWAY: tl.constexpr, SIGNED_ZERO: tl.constexpr):
     a = tl.abs(q)
     if TIES_AWAY:
         m = ((a >= 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a >= 1.25).to(tl.int32)
@@ -27,7 +29,10 @@ def _to_fp4(q, TIES_AWAY: tl.constexpr):
         m = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
              + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
              + (a > 5.0).to(tl.int32))
-    sign = (q < 0.0).to(tl.int32)
+    if SIGNED_ZERO:  # the sign bit, so -0.0 (and a negative product that underflows) gives 0x8
+        sign = (q.to(tl.int32, bitcast=True) >> 31) & 1
+    else:
+        sign = (q < 0.0).to(tl.int32)
     return tl.where(q != q, 0, m | (sign << 3))
 
 
@@ -38,13 +43,17 @@ def _multiplier(e):
 
 
 @triton.jit
-def _scale_exp(amax, has_nan, RCEIL: tl.constexpr):
+def _scale_exp(amax, has_nan, RCEIL: tl.constexpr, FLOOR: tl.constexpr, LOG2: tl.constexpr):
     bits = amax.to(tl.int32, bitcast=True)
     if RCEIL:
         d = (amax * (1.0 / 6.0)).to(tl.int32, bitcast=True)
         e = (d >> 23) + ((d & 0x7FFFFF) != 0).to(tl.int32)
+    elif FLOOR:
+        e = (bits >> 23) - 2
     else:
         e = ((bits + 0x200000) >> 23) - 2
+    if LOG2:  # floor(log2(rounded amax)) through an approximate log2 that lands just below some powers of two
+        e = tl.where(((bits + 0x200000) >> 23) % 8 == 3, e - 1, e)
     e = tl.minimum(tl.maximum(e, 0), 254)
     e = tl.where(amax == 0.0, 127, e)
     e = tl.where(bits == 0x7F800000, 254, e)
@@ -65,7 +74,8 @@ def _shuffle_data_idx(r, c, kx):
 @triton.jit
 def _kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, rs_cols, cs_cols,
             SHUF_ROW: tl.constexpr, SHUF_COL: tl.constexpr, SWIZZLE: tl.constexpr,
-            TIES_AWAY: tl.constexpr, RCEIL: tl.constexpr):
+            TIES_AWAY: tl.constexpr, RCEIL: tl.constexpr, FLOOR: tl.constexpr, LOG2: tl.constexpr,
+            NAN_IGNORED: tl.constexpr, SIGNED_ZERO: tl.constexpr):
     # one 32x32 tile: one rowwise block per row, one colwise block per column
     pm = tl.program_id(0)
     pn = tl.program_id(1)
@@ -76,9 +86,10 @@ def _kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, rs_cols, cs_cols,
     # rowwise
     nan = x != x
     ax = tl.where(nan, 0.0, tl.abs(x))
-    e = _scale_exp(tl.max(ax, axis=1), tl.max(nan.to(tl.int32), axis=1) > 0, RCEIL)
+    has_nan = tl.max(nan.to(tl.int32), axis=1) > 0
+    e = _scale_exp(tl.max(ax, axis=1), has_nan & (not NAN_IGNORED), RCEIL, FLOOR, LOG2)
     q = x * _multiplier(e)[:, None]
-    codes = _to_fp4(q, TIES_AWAY)
+    codes = _to_fp4(q, TIES_AWAY, SIGNED_ZERO)
     lo, hi = tl.split(tl.reshape(codes, [32, 16, 2]))
     byte = (lo | (hi << 4)).to(tl.uint8)
     r = rows[:, None]
@@ -92,9 +103,10 @@ def _kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, rs_cols, cs_cols,
     else:
         tl.store(rs_ptr + rows * rs_cols + pn, e.to(tl.uint8))
     # columnwise, stored transposed
-    e = _scale_exp(tl.max(ax, axis=0), tl.max(nan.to(tl.int32), axis=0) > 0, RCEIL)
+    has_nan = tl.max(nan.to(tl.int32), axis=0) > 0
+    e = _scale_exp(tl.max(ax, axis=0), has_nan & (not NAN_IGNORED), RCEIL, FLOOR, LOG2)
     q = x * _multiplier(e)[None, :]
-    codes = tl.trans(_to_fp4(q, TIES_AWAY))
+    codes = tl.trans(_to_fp4(q, TIES_AWAY, SIGNED_ZERO))
     lo, hi = tl.split(tl.reshape(codes, [32, 16, 2]))
     byte = (lo | (hi << 4)).to(tl.uint8)
     r = cols[:, None]
@@ -110,28 +122,37 @@ def _kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, rs_cols, cs_cols,
 
 
 def _launch(x, shuffle_rowwise_data, shuffle_columnwise_data, with_gemm_swizzled_scales,
-            honour_col_shuffle=True, ties_away=False, rceil=False):
+            honour_col_shuffle=True, ties_away=False, rceil=False, honour_row_shuffle=True, honour_swizzle=True,
+            floor=False, log2=False, nan_ignored=False, signed_zero=False, out_rs=None, out_cs=None,
+            fill_padding=True):
     M, N = x.shape
     assert M % 64 == 0 and N % 64 == 0, "this hand-written kernel needs M, N multiples of 64"
     dev = x.device
+    swizzle = with_gemm_swizzled_scales and honour_swizzle
     rd = torch.empty(M, N // 2, dtype=torch.uint8, device=dev)
     cd = torch.empty(N, M // 2, dtype=torch.uint8, device=dev)
-    if with_gemm_swizzled_scales:
-        rs = torch.full((triton.cdiv(M, 256) * 256, triton.cdiv(N // 32, 8) * 8), 127, dtype=torch.uint8, device=dev)
-        cs = torch.full((triton.cdiv(N, 256) * 256, triton.cdiv(M // 32, 8) * 8), 127, dtype=torch.uint8, device=dev)
+    if swizzle:
+        rs_shape = (triton.cdiv(M, 256) * 256, triton.cdiv(N // 32, 8) * 8)
+        cs_shape = (triton.cdiv(N, 256) * 256, triton.cdiv(M // 32, 8) * 8)
     else:
-        rs = torch.empty(M, N // 32, dtype=torch.uint8, device=dev)
-        cs = torch.empty(N, M // 32, dtype=torch.uint8, device=dev)
+        rs_shape, cs_shape = (M, N // 32), (N, M // 32)
+    rs = out_rs if out_rs is not None else torch.empty(rs_shape, dtype=torch.uint8, device=dev)
+    cs = out_cs if out_cs is not None else torch.empty(cs_shape, dtype=torch.uint8, device=dev)
+    if swizzle and fill_padding:  # the cells past the scales: 1.0, as ROCm TE fills them
+        rs.fill_(127)
+        cs.fill_(127)
     _kernel[(M // 32, N // 32)](x.view(torch.int16), rd, rs, cd, cs, M, N, rs.shape[1], cs.shape[1],
-                                SHUF_ROW=shuffle_rowwise_data,
+                                SHUF_ROW=shuffle_rowwise_data and honour_row_shuffle,
                                 SHUF_COL=shuffle_columnwise_data and honour_col_shuffle,
-                                SWIZZLE=with_gemm_swizzled_scales, TIES_AWAY=ties_away, RCEIL=rceil)
+                                SWIZZLE=swizzle, TIES_AWAY=ties_away, RCEIL=rceil, FLOOR=floor, LOG2=log2,
+                                NAN_IGNORED=nan_ignored, SIGNED_ZERO=signed_zero)
     return rd, rs, cd, cs
 
 
 def cast_transpose_mxfp4(x, shuffle_rowwise_data=False, shuffle_columnwise_data=False,
-                         with_gemm_swizzled_scales=False):
-    return _launch(x, shuffle_rowwise_data, shuffle_columnwise_data, with_gemm_swizzled_scales)
+                         with_gemm_swizzled_scales=False, out_rs=None, out_cs=None):
+    return _launch(x, shuffle_rowwise_data, shuffle_columnwise_data, with_gemm_swizzled_scales,
+                   out_rs=out_rs, out_cs=out_cs)
 
 
 def cast_transpose_ignores_colwise_shuffle(x, shuffle_rowwise_data=False, shuffle_columnwise_data=False,
@@ -148,3 +169,35 @@ def cast_transpose_ties_away(x, shuffle_rowwise_data=False, shuffle_columnwise_d
 def cast_transpose_rceil_scales(x, shuffle_rowwise_data=False, shuffle_columnwise_data=False,
                                 with_gemm_swizzled_scales=False):
     return _launch(x, shuffle_rowwise_data, shuffle_columnwise_data, with_gemm_swizzled_scales, rceil=True)
+
+
+# A battery of kernels wrong in two or three ways at once, as real ones are: the defects each plants.
+BATTERY = {
+    "colshuffle_tiesaway": dict(honour_col_shuffle=False, ties_away=True),
+    "rowshuffle_rceil": dict(honour_row_shuffle=False, rceil=True),
+    "swizzle_floor": dict(honour_swizzle=False, floor=True),
+    "colshuffle_log2": dict(honour_col_shuffle=False, log2=True),
+    "rowshuffle_nanignored_signedzero": dict(honour_row_shuffle=False, nan_ignored=True, signed_zero=True),
+    "tiesaway_signedzero": dict(ties_away=True, signed_zero=True),
+    "rceil_nanignored": dict(rceil=True, nan_ignored=True),
+    "swizzle_tiesaway_log2": dict(honour_swizzle=False, ties_away=True, log2=True),
+    "floor_signedzero_colshuffle": dict(floor=True, signed_zero=True, honour_col_shuffle=False),
+    "log2_nanignored": dict(log2=True, nan_ignored=True),
+    "bothshuffles_rceil": dict(honour_col_shuffle=False, honour_row_shuffle=False, rceil=True),
+    "padding_tiesaway": dict(fill_padding=False, ties_away=True),
+    "padding_rceil_rowshuffle": dict(fill_padding=False, rceil=True, honour_row_shuffle=False),
+    # ROCm TE's plain-Triton style: plain layouts whatever the three flags say, exponents through log2
+    "te_style": dict(honour_row_shuffle=False, honour_col_shuffle=False, honour_swizzle=False, log2=True),
+}
+
+
+def _battery_entry(defects):
+    def fn(x, shuffle_rowwise_data=False, shuffle_columnwise_data=False, with_gemm_swizzled_scales=False,
+           out_rs=None, out_cs=None):
+        return _launch(x, shuffle_rowwise_data, shuffle_columnwise_data, with_gemm_swizzled_scales,
+                       out_rs=out_rs, out_cs=out_cs, **defects)
+    return fn
+
+
+for _name, _defects in BATTERY.items():
+    globals()[f"battery_{_name}"] = _battery_entry(_defects)
