@@ -119,3 +119,12 @@ kernel fp8_segment_m_transposed(x: bf16[M, N], group_lens: groups[G]) {
         store scale as transpose
     }
 }
+
+# The same with NVIDIA TE's power-of-two scales (no amax floor): the weight-gradient operands of a recipe
+# whose every cast uses power-of-two scales.
+kernel fp8_segment_m_transposed_pow2(x: bf16[M, N], group_lens: groups[G]) {
+    colwise blocks 128x1 segmented profile fp8_block_nvte {
+        store data  as transpose
+        store scale as transpose
+    }
+}

@@ -23,6 +23,8 @@ gemm fp8_gemm_fprop_deepgemm(a: fp8_1x128_deepgemm_ue8m0.rowwise, b: fp8_128x128
 # MoE: A's rows in G groups (device offsets), B one weight per group (a 128x128 cast of [G * N, K]).
 gemm fp8_gemm_grouped_fprop(a: fp8_1x128_rocm_te.rowwise, b: fp8_128x128_rocm_te.rowwise, groups: rows) -> bf16
 gemm fp8_gemm_grouped_dgrad(a: fp8_1x128_rocm_te.rowwise, b: fp8_128x128_nvte.colwise, groups: rows) -> bf16
+gemm fp8_gemm_grouped_fprop_nvte(a: fp8_1x128_nvte(gemm_ready).rowwise, b: fp8_128x128_nvte.rowwise, groups: rows) -> bf16
+gemm fp8_gemm_grouped_dgrad_nvte(a: fp8_1x128_nvte(gemm_ready).rowwise, b: fp8_128x128_nvte.colwise, groups: rows) -> bf16
 
 # MoE weight gradient: variable K (each group's tokens), accumulated into main_grad [G, N, K] or written.
 # From ROCm TE's segment-padded operands (tokens along the rows), and from the transposed ones (tokens
@@ -31,3 +33,5 @@ gemm fp8_gemm_grouped_wgrad(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, 
 gemm fp8_gemm_grouped_wgrad_acc(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, groups: contraction) -> fp32 accumulate
 gemm fp8_gemm_grouped_wgrad_t(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32
 gemm fp8_gemm_grouped_wgrad_t_acc(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32 accumulate
+gemm fp8_gemm_grouped_wgrad_t_pow2(a: fp8_segment_m_transposed_pow2.colwise, b: fp8_segment_m_transposed_pow2.colwise, groups: contraction) -> fp32
+gemm fp8_gemm_grouped_wgrad_t_pow2_acc(a: fp8_segment_m_transposed_pow2.colwise, b: fp8_segment_m_transposed_pow2.colwise, groups: contraction) -> fp32 accumulate
