@@ -133,3 +133,15 @@ def test_hardware_paths_need_a_compiled_sm90_gpu(monkeypatch):
     assert not runtime.compiled_for_gpu(x)
     runtime._sm90.cache_clear()
     assert not runtime.compiled_for_gpu(SimpleNamespace(is_cuda=False, device="cpu"))
+
+
+def test_unsafe_skip_layout_check_is_scoped():
+    from quantlay import LayoutMismatchError
+    res = find("mxfp4_cast_transpose_hw", shuffle_rowwise_data=True).quantize(x_of(64, 64))
+    plain = find("mxfp4_cast_transpose_hw")
+    with pytest.raises(LayoutMismatchError):
+        plain.dequantize(res, "rowwise")
+    with runtime.unsafe_skip_layout_check():
+        plain.dequantize(res, "rowwise")  # reads the shuffled bytes as plain ones: wrong, not refused
+    with pytest.raises(LayoutMismatchError):
+        plain.dequantize(res, "rowwise")
