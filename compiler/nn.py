@@ -38,6 +38,15 @@ class Recipe:
     # a role's module replaced by another object with the same entry points (a hand-written producer
     # under test: examples/moe_training); None: the generated kernels
     overrides: Optional[Dict[str, object]] = field(default=None, compare=False, hash=False)
+    # UNSAFE, for demonstrations only: the layer's GEMMs read operands whatever layout they carry
+    # (runtime.unsafe_skip_layout_check around each call, in whichever thread autograd runs it)
+    unsafe_skip_layout_check: bool = False
+
+    def guard(self):
+        """The context every GEMM call of a layer runs in."""
+        import contextlib
+        from .runtime import unsafe_skip_layout_check
+        return unsafe_skip_layout_check() if self.unsafe_skip_layout_check else contextlib.nullcontext()
 
     def kernels(self) -> Dict[str, Tuple[str, dict]]:
         if self.pow2:
@@ -105,10 +114,11 @@ class _FP8Linear(torch.autograd.Function):
         N = weight.shape[-2]
         xq = recipe.module("act").quantize(x2)
         wq = cached_weight_cast(weight, recipe.module("weight"))
-        if lens is None:
-            y = recipe.module("fprop").gemm(xq, wq)
-        else:
-            y = recipe.module("grouped_fprop").gemm(xq, wq, _offsets(lens))
+        with recipe.guard():
+            if lens is None:
+                y = recipe.module("fprop").gemm(xq, wq)
+            else:
+                y = recipe.module("grouped_fprop").gemm(xq, wq, _offsets(lens))
         ctx.save_for_backward(x2, weight, lens)
         ctx.recipe, ctx.shape, ctx.G, ctx.N = recipe, x.shape, G, N
         return y.reshape(*x.shape[:-1], N)
@@ -125,21 +135,23 @@ class _FP8Linear(torch.autograd.Function):
             wq = cached_weight_cast(weight, recipe.module("weight"))
         else:
             wq = cached_weight_cast(weight, recipe.module("weight"), transposed=True)
-        if lens is None:
-            dx = recipe.module("dgrad").gemm(dyq, wq)
-        else:
-            dx = recipe.module("grouped_dgrad").gemm(dyq, wq, offs)
+        with recipe.guard():
+            if lens is None:
+                dx = recipe.module("dgrad").gemm(dyq, wq)
+            else:
+                dx = recipe.module("grouped_dgrad").gemm(dyq, wq, offs)
         # the weight gradient over each group's tokens (one group for a dense layer)
         group_lens = lens if lens is not None else torch.full((1,), M, dtype=torch.int64, device=x2.device)
         seg = recipe.module("segment")
         a, b = seg.quantize(dy2, group_lens), seg.quantize(x2, group_lens)
         poffs = a.extras["padded_offsets"]
         main_grad = getattr(weight, "main_grad", None)
-        if recipe.accumulate and main_grad is not None:
-            recipe.module("wgrad_acc").gemm(a, b, poffs, out=main_grad.view(G, N, K))
-            dw = None
-        else:
-            dw = recipe.module("wgrad").gemm(a, b, poffs).view(weight.shape).to(weight.dtype)
+        with recipe.guard():
+            if recipe.accumulate and main_grad is not None:
+                recipe.module("wgrad_acc").gemm(a, b, poffs, out=main_grad.view(G, N, K))
+                dw = None
+            else:
+                dw = recipe.module("wgrad").gemm(a, b, poffs).view(weight.shape).to(weight.dtype)
         return dx.reshape(ctx.shape), dw, None, None
 
 

@@ -12,8 +12,8 @@ trains the same student from the same initialisation:
                   columnwise operand untransposed where the recipe asks for the transposed (K-major)
                   layout. Its tensors carry the layout it really writes, so the wgrad GEMM refuses
                   them at the first step (LayoutMismatchError);
-  fp8-unsafe      the same producer with the check bypassed (runtime.unsafe_skip_layout_check): the
-                  GEMM reads the bytes in the wrong order and the loss departs from bf16.
+  fp8-unsafe      the same producer with the check bypassed (Recipe(unsafe_skip_layout_check=True)):
+                  the GEMM reads the bytes in the wrong order and the loss departs from bf16.
 Writes losses.csv (step, run, loss) and, where matplotlib is installed, losses.png.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import os
 import torch
 
 import quantlay.nn as qnn
-from quantlay import LayoutMismatchError, runtime
+from quantlay import LayoutMismatchError
 from quantlay.runtime import QuantizedResult, QuantizedTensor
 
 
@@ -92,7 +92,8 @@ def train(mode: str, steps: int, tokens: int, d: int, hidden: int, experts: int,
     teacher = MoE(d, hidden, experts, "bf16", None, device)
     recipe = qnn.Recipe(pow2=True)
     if mode in ("fp8-broken", "fp8-unsafe"):
-        recipe = qnn.Recipe(pow2=True, overrides={"segment": IgnoresTransposeFlag(recipe)})
+        recipe = qnn.Recipe(pow2=True, overrides={"segment": IgnoresTransposeFlag(recipe)},
+                            unsafe_skip_layout_check=mode == "fp8-unsafe")
     torch.manual_seed(seed + 1)
     student = MoE(d, hidden, experts, "bf16" if mode == "bf16" else "fp8", recipe, device)
     if mode != "bf16":  # the same initialisation in every run
@@ -111,11 +112,7 @@ def train(mode: str, steps: int, tokens: int, d: int, hidden: int, experts: int,
             target = teacher(x)
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(student(x).float(), target.float())
-        if mode == "fp8-unsafe":
-            with runtime.unsafe_skip_layout_check():
-                loss.backward()
-        else:
-            loss.backward()
+        loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
