@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import List, Optional
 
 from .errors import QuantlayError
-
 from .paths import GENERATED_DIR
 
 

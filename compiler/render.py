@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import ast as pyast
 import functools
-from pathlib import Path
 
 import jinja2
 
 from . import __version__
 from .ir import VariantIR
 from .lower import lower
-
 from .paths import TEMPLATES_DIR
 
 

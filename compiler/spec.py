@@ -11,7 +11,6 @@ from quantlay.dsl.parser import parse
 from quantlay.errors import SpecError, did_you_mean
 
 from . import ir
-
 from .paths import DSL_DIR
 LIBRARY_PATH = DSL_DIR / "library.ql"
 SPECS_DIR = DSL_DIR / "specs"
