@@ -10,6 +10,7 @@ import sys
 import torch
 import triton
 
+from quantlay.gemm import producer_shape
 from quantlay.generated import find
 from quantlay.spec import SPECS_DIR, load_gemms
 
@@ -27,14 +28,12 @@ mod = find(NAME)
 G = 8  # grouped GEMMs: 8 equal groups
 
 
-def operand(op, free, K):
+def operand(op, M, N, K):
     prod = find(op.variant.kernel.name, **{n: v for n, v in op.variant.options if v})
+    x = torch.randn(producer_shape(op, g.groups, M, N, K, G), device="cuda").to(torch.bfloat16)
     if g.groups == "contraction":  # tokens K, segment-padded
-        return prod.quantize(torch.randn(K, free, device="cuda").to(torch.bfloat16), lens(K))
-    shape = (free, K) if op.direction.name == "rowwise" else (K, free)
-    if g.groups == "rows" and op.name == "b":
-        shape = (G * shape[0], shape[1])
-    return prod.quantize(torch.randn(shape, device="cuda").to(torch.bfloat16))
+        return prod.quantize(x, lens(K))
+    return prod.quantize(x)
 
 
 def lens(rows):
@@ -43,7 +42,7 @@ def lens(rows):
 
 print(f"{NAME} on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
 for M, N, K in SHAPES:
-    a, b = operand(g.a, M, K), operand(g.b, N, K)
+    a, b = operand(g.a, M, N, K), operand(g.b, M, N, K)
     extra = ()
     if g.groups == "rows":
         extra = (torch.arange(0, M + 1, M // G, dtype=torch.int64, device="cuda")[:G + 1],)

@@ -185,10 +185,11 @@ def _quantlay_dense(name: str):
     mod = find(name)
 
     def make(M, N, K):
+        from .gemm import producer_shape
         pa = find(g.a.variant.kernel.name, **{n: v for n, v in g.a.variant.options if v})
         pb = find(g.b.variant.kernel.name, **{n: v for n, v in g.b.variant.options if v})
-        a = pa.quantize(_randn(M, K) if g.a.direction.name == "rowwise" else _randn(K, M))
-        b = pb.quantize(_randn(N, K) if g.b.direction.name == "rowwise" else _randn(K, N))
+        a = pa.quantize(_randn(*producer_shape(g.a, None, M, N, K)))
+        b = pb.quantize(_randn(*producer_shape(g.b, None, M, N, K)))
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
         return (lambda: mod.gemm(a, b, out=out)), 2 * M * N * K
     return Entry(f"quantlay {name}", make, kernel_hash=_hash(mod), group="gemm")

@@ -188,6 +188,14 @@ def producer_dims(op: OperandIR, groups: Optional[str]) -> Dict[str, Expr]:
     return {"M": rows, "N": cols, "G": Var("G")}
 
 
+def producer_shape(op: OperandIR, groups: Optional[str], M: int, N: int, K: int, G: int = 1) -> Tuple[int, int]:
+    """The input shape the producer casts for operand `op` of a GEMM of these dimensions (for groups:
+    contraction, K counts the tokens)."""
+    env = {"M": M, "N": N, "K": K, "G": G}
+    dims = producer_dims(op, groups)
+    return int(dims["M"].evaluate(env)), int(dims["N"].evaluate(env))
+
+
 def _coords(op: OperandIR, i: str, k: str, batch: str) -> Tuple[str, str]:
     """Python text of the producer's logical (row, col) of element (free index i, contraction index k)."""
     r, c = (i, k) if op.contraction_axis == COLS else (k, i)

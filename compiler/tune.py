@@ -196,6 +196,7 @@ def tune_gemm(names: Iterable[str], shapes: Sequence[Tuple[int, int, int]] = ((8
     from . import inputs, reference
     from . import spec as specmod
     from .bench import time_call
+    from .gemm import producer_shape
     from quantlay.generated import find
     timer = timer or (lambda fn: time_call(fn)[0])
     gemms = {g.name: g for p in specmod.shipped_specs() for g in specmod.load_gemms(p)}
@@ -210,12 +211,9 @@ def tune_gemm(names: Iterable[str], shapes: Sequence[Tuple[int, int, int]] = ((8
         lens[-1] += (K if g.groups == "contraction" else M) - int(lens.sum())
 
         def operand(op, free):
-            if g.groups == "contraction":  # tokens K
-                return inputs.exact_operand(op, (K, free), device, G, lens.to(device), seed=len(op.name))
-            rows, cols = (free, K) if op.contraction_axis == 1 else (K, free)
-            if g.groups == "rows" and op.name == "b":
-                rows *= G
-            return inputs.exact_operand(op, (rows, cols), device, seed=len(op.name))
+            shape = producer_shape(op, g.groups, M, N, K, G)
+            seg = lens.to(device) if g.groups == "contraction" else None
+            return inputs.exact_operand(op, shape, device, G, seg, seed=len(op.name))
         a, b = operand(g.a, M), operand(g.b, N)
         offs = (a.extras["padded_offsets"] if g.groups == "contraction" else
                 torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(device) if g.groups else None)

@@ -21,6 +21,7 @@ from . import inputs, reference
 from .inputs import normal
 from . import spec as specmod
 from .expr import Var
+from .gemm import producer_shape
 from .ir import KernelIR
 from .layout import COLS
 
@@ -165,13 +166,11 @@ def verify_gemm(g, device: str, seed: int, say, rep: Report) -> None:
     lens = torch.tensor(GEMM_LENS, device=device) if g.groups else None
     offs = torch.tensor([0] + list(torch.tensor(GEMM_LENS).cumsum(0).tolist()), device=device) if g.groups == "rows" else None
 
+    Kc = M if g.groups == "contraction" else K  # the contraction: tokens for the weight gradient
+    Mo, No = (N, K) if g.groups == "contraction" else (M, N)
+
     def shape(op, free):
-        if g.groups == "contraction":
-            return (M, free)  # tokens x free
-        rows, cols = (free, K) if op.contraction_axis == 1 else (K, free)
-        if g.groups == "rows" and op.name == "b":
-            rows *= G
-        return rows, cols
+        return producer_shape(op, g.groups, Mo, No, Kc, G)
     ok = True
     for kind in ("exact", "random"):
         if kind == "exact":
@@ -182,11 +181,11 @@ def verify_gemm(g, device: str, seed: int, say, rep: Report) -> None:
                 prod = f(op.variant.kernel.name, **{n: v for n, v in op.variant.options if v})
                 x = normal(*shape(op, free), seed=seed + s).to(device)
                 return prod.quantize(x, lens) if op.direction.segmented else prod.quantize(x)
-        a = mk(g.a, N if g.groups == "contraction" else M, 1)
-        b = mk(g.b, K if g.groups == "contraction" else N, 2)
+        a = mk(g.a, Mo, 1)
+        b = mk(g.b, No, 2)
         o = a.extras["padded_offsets"] if g.groups == "contraction" else offs
         args = (o,) if g.groups else ()
-        out = torch.zeros((G, N, K), device=device) if g.accumulate else None
+        out = torch.zeros((G, Mo, No), device=device) if g.accumulate else None
         y = mod.gemm(a, b, *args, out=out) if g.accumulate else mod.gemm(a, b, *args)
         ref = reference.gemm(g, a, b, o).to(y.dtype).cpu()
         y = y.cpu()
