@@ -105,22 +105,25 @@ def load_callable(target: str) -> Callable:
     return fn
 
 
-def output_buffers(variant: VariantIR, binding: Binding, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+def output_buffers(variant: VariantIR, binding: Binding, x: torch.Tensor, G: int = 0) -> Dict[str, torch.Tensor]:
     """The buffers the binding says the caller allocates: the spec's physical shape and dtype, every byte
     the sentinel, so a cell the kernel leaves unwritten shows."""
     M, N = x.reshape(-1, x.shape[-1]).shape
     out = {}
     for key in binding.buffers:
         o = variant.output(key)
-        shape = tuple(int(e.evaluate({"M": M, "N": N})) for e in o.chain.physical_shape(*o.logical))
+        shape = tuple(int(e.evaluate({"M": M, "N": N, "G": G})) for e in o.chain.physical_shape(*o.logical))
         raw = torch.full(shape if o.format != "f32" else shape + (4,), SENTINEL, dtype=torch.uint8, device=x.device)
         out[key] = raw if o.format != "f32" else raw.view(torch.float32).reshape(shape)
     return out
 
 
 def call_handwritten(fn: Callable, binding: Binding, x: torch.Tensor,
-                     buffers: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
-    args = [x if a == "x" else a for a in binding.args]
+                     buffers: Optional[Dict[str, torch.Tensor]] = None, groups: Optional[torch.Tensor] = None,
+                     groups_name: str = "") -> Dict[str, torch.Tensor]:
+    """Call the hand-written kernel: "x" in the binding's args is the input, the kernel's groups
+    parameter name (segmented kernels) the group lengths."""
+    args = [x if a == "x" else groups if groups is not None and a == groups_name else a for a in binding.args]
     buffers = buffers or {}
     kwargs = dict(binding.kwargs, **{binding.buffers[k]: t for k, t in buffers.items()})
     try:
@@ -150,30 +153,39 @@ class OutputReport:
     exact: bool
     mismatches: int = 0
     total: int = 0
-    first: List[Tuple[int, int, int, int]] = field(default_factory=list)
+    first: List[Tuple[int, int, object, object]] = field(default_factory=list)  # (row, col, generated, hand-written)
     diagnosis: str = ""
     causes: List[Tuple[str, int]] = field(default_factory=list)  # (cause, logical values it explains)
     unexplained: int = 0
     differing: int = 0  # logical values that differ under the claimed layout
 
 
-def _logical(variant: VariantIR, key: str, t: torch.Tensor, M: int, N: int) -> torch.Tensor:
-    return reference.logical_view(variant.output(key), t.cpu(), M, N)
+def _logical(variant: VariantIR, key: str, t: torch.Tensor, M: int, N: int, G: int = 0) -> torch.Tensor:
+    return reference.logical_view(variant.output(key), t.cpu(), M, N, G)
+
+
+def compare_groups(M: int) -> torch.Tensor:
+    """The group lengths a segmented kernel is compared on: uneven, one of them empty."""
+    return torch.tensor([M // 3, 0, M - M // 3])
 
 
 def compare_one(variant: VariantIR, fn: Callable, binding: Binding, x: torch.Tensor, device: str) -> List[OutputReport]:
     from quantlay.generated import find
     x2 = x.reshape(-1, x.shape[-1])
     M, N = x2.shape
+    groups = compare_groups(M) if variant.kernel.groups else None
+    extra = (groups.to(device),) if groups is not None else ()
     mod = find(variant.kernel.name, **dict(variant.options))
-    gen = {k: v.tensor.cpu() for k, v in mod.quantize(x.to(device)).items()}
-    bufs = output_buffers(variant, binding, x.to(device))
-    hand = {k: v.cpu() for k, v in call_handwritten(fn, binding, x.to(device), bufs).items()}
+    gen = {k: v.tensor.cpu() for k, v in mod.quantize(x.to(device), *extra).items()}
+    bufs = output_buffers(variant, binding, x.to(device), len(groups) if groups is not None else 0)
+    gname = variant.kernel.groups[0] if variant.kernel.groups else ""
+    hand = {k: v.cpu() for k, v in call_handwritten(fn, binding, x.to(device), bufs, *extra, gname).items()}
     keys = [k for k in OUTPUT_KEYS if k in hand]
+    G = len(groups) if groups is not None else 0
     findings = {}
     for d in variant.directions:
         if any(k.startswith(d.name + "_") and not _same(gen[k], hand[k]) for k in keys):
-            findings.update(diagnose_direction(variant, d.name, x2.float().cpu(), hand, gen))
+            findings.update(diagnose_direction(variant, d.name, x2.float().cpu(), hand, groups))
     reports = []
     for key in keys:
         g, h = gen[key], hand[key]
@@ -186,13 +198,15 @@ def compare_one(variant: VariantIR, fn: Callable, binding: Binding, x: torch.Ten
         rep.unexplained = f.unexplained
         rep.differing = f.differing
         rep.diagnosis = f.text()
-        if g.shape != h.shape:
+        if g.numel() != h.numel():
             rep.mismatches = g.numel()
         else:
+            h = h.reshape(g.shape)
             rep.mismatches = int((g != h).sum())
-            lg, lh = _logical(variant, key, g, M, N), _logical(variant, key, h, M, N)
+            lg, lh = _logical(variant, key, g, M, N, G), _logical(variant, key, h.reshape(g.shape), M, N, G)
             diff = (lg != lh).nonzero()
-            rep.first = [(int(r), int(c), int(lg[r, c]), int(lh[r, c])) for r, c in diff[:5].tolist()]
+            val = float if lg.is_floating_point() else int
+            rep.first = [(int(r), int(c), val(lg[r, c]), val(lh[r, c])) for r, c in diff[:5].tolist()]
         reports.append(rep)
     return reports
 
@@ -228,7 +242,8 @@ def run(spec_path: str, against: str, binding_path: str, shapes, json_path: Opti
                 print(f"  {M}x{N} {cname:11s} {r.key:14s} {status}")
                 if not r.exact:
                     for (row, col, gv, hv) in r.first[:3]:
-                        print(f"      at ({row}, {col}): generated {gv:#x}, hand-written {hv:#x}")
+                        show = (lambda v: f"{v:#x}") if isinstance(gv, int) else repr
+                        print(f"      at ({row}, {col}): generated {show(gv)}, hand-written {show(hv)}")
                     print(f"      diagnosis: {r.diagnosis}")
                     tally = summary.setdefault(r.key, {"differing": 0, "unexplained": 0, "causes": {}})
                     tally["differing"] += r.differing
@@ -268,12 +283,14 @@ def _speed(variant, fn, binding, shapes):
           f"{'%copy':>6s} {'speedup':>8s}")
     for (M, N) in shapes:
         x = inputs.normal(M, N).cuda()
-        res = mod.quantize(x)
+        extra = (compare_groups(M).cuda(),) if variant.kernel.groups else ()
+        res = mod.quantize(x, *extra)
         moved = x.numel() * x.element_size() + sum(t.tensor.numel() * t.tensor.element_size() for t in res.values())
         out = {k: v.tensor for k, v in res.items()}
-        tg = time_call(lambda: mod.quantize(x, out=out))[0]
-        bufs = output_buffers(variant, binding, x)
-        th = time_call(lambda: call_handwritten(fn, binding, x, bufs))[0]
+        tg = time_call(lambda: mod.quantize(x, *extra, out=out))[0]
+        bufs = output_buffers(variant, binding, x, len(extra[0]) if extra else 0)
+        gname = variant.kernel.groups[0] if variant.kernel.groups else ""
+        th = time_call(lambda: call_handwritten(fn, binding, x, bufs, *extra, gname))[0]
         row = {"shape": f"{M}x{N}", "generated_ms": tg, "handwritten_ms": th,
                "generated_gbps": moved / tg / 1e6, "handwritten_gbps": moved / th / 1e6,
                "copy_gbps": copy, "speedup": th / tg}

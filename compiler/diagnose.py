@@ -22,6 +22,7 @@ unexplained.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -71,22 +72,28 @@ def _candidates(variant: VariantIR, key: str):
         if v.options != variant.options:
             add(("options", v.options), v.output(key))
     for i, st in enumerate(claimed.chain.stages):
-        if st.axis_map is not None:  # axis permutations fix the packing axis: not a flag's layout
+        if st.axis_map is not None and claimed.pack_axis is not None:  # it fixes the packing axis
             continue
         stages = claimed.chain.stages[:i] + claimed.chain.stages[i + 1:]
         fills = claimed.chain.fills[:i] + claimed.chain.fills[i + 1:] if claimed.chain.fills else ()
         names = [s.name for s in stages]
         text = "|".join(names + ([f"packed(low={claimed.pack_low})"] if claimed.pack_axis is not None else []))
-        add(("drop", st.name), dataclasses.replace(claimed, chain=Chain(stages, fills), layout_text=text or "row_major"))
+        seg = claimed.layout_text.split("|")[0] + "|" if claimed.layout_text.startswith("segments(") else ""
+        add(("drop", st.name), dataclasses.replace(claimed, chain=Chain(stages, fills),
+                                                    layout_text=seg + (text or "row_major")))
     return out
 
 
-def _decode(o: OutputIR, phys: torch.Tensor, M: int, N: int) -> Optional[torch.Tensor]:
+def _decode(o: OutputIR, phys: torch.Tensor, M: int, N: int, G: int = 0) -> Optional[torch.Tensor]:
+    """The logical values of a buffer read in layout `o`. A layout is a memory order: a buffer of as many
+    elements in another shape (allocated for one layout, written in another) is read in that order."""
     try:
-        shape = tuple(int(e.evaluate({"M": M, "N": N})) for e in o.chain.physical_shape(*o.logical))
+        shape = tuple(int(e.evaluate({"M": M, "N": N, "G": G})) for e in o.chain.physical_shape(*o.logical))
         if shape != tuple(phys.shape):
-            return None
-        return reference.logical_view(o, phys, M, N)
+            if phys.numel() != math.prod(shape) or not phys.is_contiguous():
+                return None
+            phys = phys.reshape(shape)
+        return reference.logical_view(o, phys, M, N, G)
     except Exception:  # noqa: BLE001 - a layout that cannot take this buffer is not a candidate
         return None
 
@@ -177,12 +184,20 @@ def _greedy(start, steps_of, mismatches):
     return causes, state, left
 
 
-def diagnose_direction(variant: VariantIR, dname: str, x2: torch.Tensor, hand: Dict[str, torch.Tensor],
-                       spec_phys: Dict[str, torch.Tensor]) -> Dict[str, Finding]:
-    """Findings for the data and scale outputs of one direction (those the binding returns)."""
+def diagnose_direction(variant: VariantIR, dname: str, x: torch.Tensor, hand: Dict[str, torch.Tensor],
+                       groups: Optional[torch.Tensor] = None) -> Dict[str, Finding]:
+    """Findings for the data and scale outputs of one direction (those the binding returns); `groups`:
+    the group lengths of a segmented kernel."""
     d = variant.direction(dname)
-    M, N = x2.shape
+    Mx, N = x.shape
+    G = 0 if groups is None else len(groups)
+    x2 = x
+    if d.segmented:  # the direction sees each group's rows padded to whole blocks
+        x2, offs = reference.segment_rows(x, groups, d.block[0])
+    M = x2.shape[0]
     codes_spec, e_spec = reference.quantize_direction(x2, d)
+    if d.segmented:
+        e_spec[int(offs[-1]) // d.block[0]:] = 0  # blocks past the last group hold zero scales
     logical_spec = {f"{dname}_data": codes_spec[:M, :N], f"{dname}_scale": e_spec}
     findings: Dict[str, Finding] = {}
     hand_logical: Dict[str, torch.Tensor] = {}
@@ -195,7 +210,7 @@ def diagnose_direction(variant: VariantIR, dname: str, x2: torch.Tensor, hand: D
             want = want.to(torch.uint8)
         scored = []
         for label, o in _candidates(variant, key):
-            got = _decode(o, hand[key], M, N)
+            got = _decode(o, hand[key], Mx, N, G)
             if got is not None and got.shape == want.shape:
                 scored.append((int((got != want).sum()) if got.dtype == want.dtype else got.numel(), label is not None, label, o, got))
         if not scored:
@@ -210,7 +225,7 @@ def diagnose_direction(variant: VariantIR, dname: str, x2: torch.Tensor, hand: D
                              (claimed[0] - best[0]) if claimed else 0))
         f.layout = best[3]
         hand_logical[key] = best[4]
-        _padding(f, best[3], hand[key], M, N)
+        _padding(f, best[3], hand[key], Mx, N, G)
     # scales first: the data are judged with the hand-written kernel's own scales
     skey, dkey = f"{dname}_scale", f"{dname}_data"
     e_hand = hand_logical.get(skey)
@@ -273,14 +288,14 @@ def diagnose_direction(variant: VariantIR, dname: str, x2: torch.Tensor, hand: D
     return findings
 
 
-def _padding(f: Finding, o: OutputIR, phys: torch.Tensor, M: int, N: int) -> None:
+def _padding(f: Finding, o: OutputIR, phys: torch.Tensor, M: int, N: int, G: int = 0) -> None:
     fill = o.chain.fill()
     if fill is None:
         return
-    rows, cols = (int(e.evaluate({"M": M, "N": N})) for e in o.logical)
+    rows, cols = (int(e.evaluate({"M": M, "N": N, "G": G})) for e in o.logical)
     probe = o.chain.apply(torch.ones(rows, cols, dtype=torch.uint8))
     pad = probe != 1
-    held = phys.cpu()[pad]
+    held = phys.cpu().reshape(probe.shape)[pad]
     wrong = held != fill
     if wrong.any():
         vals = sorted(set(held[wrong].tolist()))

@@ -107,9 +107,10 @@ def quantize(variant: VariantIR, x: torch.Tensor, groups=None) -> Dict[str, torc
     return out
 
 
-def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int) -> torch.Tensor:
-    """Undo an output's layout: its logical matrix (codes unpacked for data, bytes for scales)."""
-    rows, cols = (int(v.evaluate({"M": M, "N": N})) for v in o.logical)
+def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int, G: int = 0) -> torch.Tensor:
+    """Undo an output's layout: its logical matrix (codes unpacked for data, bytes for scales); G: the
+    group count of a segmented output."""
+    rows, cols = (int(v.evaluate({"M": M, "N": N, "G": G})) for v in o.logical)
     t = o.chain.invert(physical, rows, cols)
     if o.pack_axis is not None:
         t = unpack(t, o.pack_axis, o.pack_low)

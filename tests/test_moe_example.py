@@ -24,3 +24,19 @@ def test_tiny_training_runs_and_the_ignored_flag_is_caught(tmp_path, capsys):
     assert abs(runs["fp8"][-1] - runs["bf16"][-1]) < 0.02 * runs["bf16"][-1]  # FP8 tracks bf16
     assert runs["fp8-unsafe"][-1] != runs["fp8"][-1]  # the same first step, then wrong weight gradients
     assert (tmp_path / "losses.csv").read_text().startswith("step,run,loss")
+
+
+def test_compare_names_the_ignored_flag_of_that_producer(tmp_path):
+    """The producer of the example, run through quantlay compare against the spec it claims to implement
+    (a segmented kernel: compare passes it group lengths)."""
+    import json
+    from quantlay.compare import run
+    from quantlay.spec import SPECS_DIR
+    out = tmp_path / "r.json"
+    rc = run(str(SPECS_DIR / "fp8_blockwise.ql"), "examples.moe_training.train:ignores_transpose_flag",
+             str(ROOT / "examples" / "moe_training" / "binding.toml"), ((256, 256),), json_path=str(out),
+             classes={"normal": __import__("quantlay").inputs.normal}, time_it=False)
+    report = json.loads(out.read_text())
+    text = " | ".join(o["diagnosis"] for c in report["classes"] for o in c["outputs"] if not o["exact"])
+    assert rc == 1 and "omits the transpose stage" in text and "unexplained" not in text, text
+    assert "`segments(128)|row_major`, the spec says `segments(128)|transpose`" in text

@@ -57,6 +57,13 @@ kernel segment_untransposed_pow2(x: bf16[M, N], group_lens: groups[G]) {
         return q
 
 
+def ignores_transpose_flag(x, group_lens):
+    """The same producer as a hand-written function returning plain tensors (data, scales), for
+    `quantlay compare` (examples/moe_training/binding.toml)."""
+    res = IgnoresTransposeFlag(qnn.Recipe(pow2=True)).quantize(x, group_lens)
+    return res["colwise_data"].tensor, res["colwise_scale"].tensor
+
+
 class MoE(torch.nn.Module):
     def __init__(self, d: int, hidden: int, experts: int, mode: str, recipe: qnn.Recipe, device):
         super().__init__()
