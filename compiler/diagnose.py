@@ -12,7 +12,8 @@ scales another way), so no single alternative reproduces its bytes. For each dir
    is left and is one exponent lower (or higher) everywhere is an approximate log2/exp2.
 3. Data: the blocks are quantized again with the hand-written kernel's own scales (the consequence of
    a scale difference is not a second defect), then single element-rule changes (tie rule, sign of
-   zero, NaN code, the multiplier of blocks whose scale byte is 0) greedily.
+   zero, NaN code, saturation or Inf past the largest value, the multiplier of blocks whose scale
+   byte is 0) greedily.
 4. Padding: cells outside the logical matrix that hold another value than the declared fill (a
    sentinel there: left unwritten).
 
@@ -133,7 +134,36 @@ def _scale_steps(sc):
            + f" (the spec: {sc.nan_in_amax})", dataclasses.replace(sc, nan_in_amax=other))
 
 
+@dataclass(frozen=True)
+class _Unsaturated:
+    """An element format as a kernel that does not saturate writes it: a value that rounds past the
+    largest finite magnitude (or an Inf) gets the format's Inf code (E5M2) or NaN code (E4M3)."""
+    base: object
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def encode_reference(self, q: torch.Tensor) -> torch.Tensor:
+        el = self.base
+        codes = el.encode_reference(q)
+        grid = el.grid()
+        top, prev = grid[-1], grid[-2]
+        half = top + (top - prev) / 2  # the midpoint between the largest value and the next one up
+        a = q.double().abs()
+        odd = el.max_code & ((1 << el.mbits) - 1) & 1  # a tie at the midpoint rounds away from an odd max
+        over = (a > half) | ((a == half) & bool(odd))
+        big = 0x7C if el.name == "e5m2" else 0x7F
+        sign = torch.signbit(q).to(torch.uint8) << 7
+        return torch.where(over & ~torch.isnan(q), sign | big, codes).to(torch.uint8)
+
+
 def _element_steps(el):
+    if isinstance(el, _Unsaturated):
+        yield from ((s, _Unsaturated(alt)) for s, alt in _element_steps(el.base))
+        return
+    if el.bits == 8:
+        yield (f"does not saturate: values past {el.grid()[-1]:g} and Inf become "
+               f"{'Inf' if el.name == 'e5m2' else 'NaN'} (the spec saturates)", _Unsaturated(el))
     for t in TIE_RULES:
         if t != el.ties:
             names = {"even": "to even", "away": "away from zero", "zero": "toward zero"}

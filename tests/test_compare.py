@@ -121,3 +121,25 @@ def test_every_planted_cause_is_named_and_nothing_is_unexplained(name, tmp_path)
     assert "unexplained" not in text, text
     for key, tally in report["summary"].items():  # the summary accounts for every differing value
         assert tally["unexplained"] == 0 and sum(tally["causes"].values()) == tally["differing"], key
+
+
+def test_an_mxfp8_kernel_that_does_not_saturate(tmp_path):
+    """E5M2 codes past the largest finite value: a kernel that writes Inf there (a plain conversion on
+    the GPU) is named, beside its FLOOR exponents and its ignored scale swizzle; its correct sibling is
+    bit-exact on every input class."""
+    from quantlay.compare import run
+    from quantlay.spec import SPECS_DIR
+    binding = ROOT / "examples" / "compare" / "binding_mxfp8.toml"
+    mod = "examples.compare.handwritten_mxfp8"
+    out = tmp_path / "r.json"
+    assert run(str(SPECS_DIR / "mxfp8.ql"), f"{mod}:cast_mxfp8_e5m2", str(binding), ((64, 128),),
+               json_path=str(out), time_it=False) == 0
+    rc = run(str(SPECS_DIR / "mxfp8.ql"), f"{mod}:cast_mxfp8_e5m2_unsaturated_floor_plain", str(binding),
+             ((64, 128),), json_path=str(out), classes={"normal": inputs.normal, "inf": inputs.infs},
+             time_it=False)
+    report = json.loads(out.read_text())
+    text = " | ".join(o["diagnosis"] for c in report["classes"] for o in c["outputs"] if not o["exact"])
+    assert rc == 1 and "unexplained" not in text, text
+    for cause in ("does not saturate: values past 57344 and Inf become Inf", "selects exponents in `floor` mode",
+                  "ignores with_gemm_swizzled_scales"):
+        assert cause in text, text
