@@ -13,6 +13,10 @@ into `weight.main_grad` when it exists). The weight is cast once per step: the c
 weight's identity and version and the layout of every buffer the cast writes, so two recipes (two
 layouts) never share an entry. Every consumer checks the layout descriptors of what it is given
 (`LayoutMismatchError`), so a recipe's casts and GEMMs cannot disagree.
+
+No host sync: group lengths stay on the device. To capture a training step in a CUDA graph, call
+`clear_cache()` before the capture, so the weight casts are part of the graph and every replay casts
+the weights as they are then.
 """
 from __future__ import annotations
 
