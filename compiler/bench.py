@@ -81,12 +81,12 @@ def bytes_moved(x: torch.Tensor, outputs) -> int:
 
 
 def mxfp4_entries() -> List[Entry]:
-    """Generated MXFP4 cast-transpose kernels (flags on and off) and their peers."""
+    """Generated MXFP4 cast-transpose kernels (every profile, flags on and off) and their peers."""
     from quantlay.generated import find
-    kernel = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")[0]
-    flags = kernel.options
+    kernels = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")
+    flags = kernels[0].options  # the profiles share their layout options
     out = []
-    for on in (True, False):
+    for kernel, on in ((k, on) for k in kernels for on in (True, False)):
         opts = dict.fromkeys(flags, on)
         mod = find(kernel.name, **opts)
         src = open(mod.__file__).read()
@@ -103,7 +103,7 @@ def mxfp4_entries() -> List[Entry]:
 
         out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}", make, validate,
                          hashlib.sha256(src.encode()).hexdigest()[:12], "mxfp4"))
-    return out + reference_entries(kernel.variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4")
+    return out + reference_entries(kernels[0].variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4")
 
 
 def reference_entries(variant, label: str, group: str) -> List[Entry]:

@@ -80,3 +80,9 @@ def test_gemm_rows_report_tflops(tmp_path, monkeypatch):
     bench.run(groups=["gemm"], csv_path=str(path), gemm_shapes=[(1000, 1000, 500)])
     (row,) = list(csv.DictReader(path.open()))
     assert row["shape"] == "1000x1000x500" and row["tflops"] == "1" and row["pct_of_fp8_peak"] == "0.1"
+
+
+def test_mxfp4_group_measures_every_profile_with_flags_on_and_off():
+    names = {e.name for e in bench.REGISTRY["mxfp4"]()}
+    for kernel in ("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"):
+        assert {f"quantlay {kernel} flags=on", f"quantlay {kernel} flags=off"} <= names
