@@ -54,10 +54,6 @@ class OperandIR:
     def k_block(self) -> int:
         return self.direction.block[1] if self.contraction_axis == COLS else self.direction.block[0]
 
-    @property
-    def free_block(self) -> int:
-        return self.direction.block[0] if self.contraction_axis == COLS else self.direction.block[1]
-
     def describe(self) -> str:
         opts = ", ".join(n for n, v in self.variant.options if v)
         return f"{self.variant.kernel.name}{f'({opts})' if opts else ''}.{self.direction.name}"
@@ -196,12 +192,6 @@ def producer_shape(op: OperandIR, groups: Optional[str], M: int, N: int, K: int,
     return int(dims["M"].evaluate(env)), int(dims["N"].evaluate(env))
 
 
-def _coords(op: OperandIR, i: str, k: str, batch: str) -> Tuple[str, str]:
-    """Python text of the producer's logical (row, col) of element (free index i, contraction index k)."""
-    r, c = (i, k) if op.contraction_axis == COLS else (k, i)
-    return (f"{batch} + {r}" if batch else r), c
-
-
 def lower_operand(op: OperandIR, groups: Optional[str], sizes) -> Dict[str, object]:
     env = producer_dims(op, groups)
 
@@ -220,8 +210,6 @@ def lower_operand(op: OperandIR, groups: Optional[str], sizes) -> Dict[str, obje
         "describe": op.describe(),
         "direction": op.direction.name,
         "contract_cols": op.contraction_axis == COLS,
-        "k_block": op.k_block,
-        "free_block": op.free_block,
         "block_rows": bh, "block_cols": bw,
         "batch_rows": sizes(per_group).render() if per_group is not None else "",
         "data_offset": data_off.render(),
