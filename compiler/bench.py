@@ -179,7 +179,9 @@ def _randn(*shape):
     return torch.randn(*shape, device="cuda").to(torch.bfloat16)
 
 
-def _quantlay_dense(name: str):
+def _quantlay_dense(name: str, backend: Optional[str] = None):
+    """A shipped dense GEMM; backend None is what users get (on the H200 the Gluon kernel), "triton" the
+    portable kernel."""
     from quantlay.generated import find
     g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
     mod = find(name)
@@ -191,8 +193,8 @@ def _quantlay_dense(name: str):
         a = pa.quantize(_randn(*producer_shape(g.a, None, M, N, K)))
         b = pb.quantize(_randn(*producer_shape(g.b, None, M, N, K)))
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-        return (lambda: mod.gemm(a, b, out=out)), 2 * M * N * K
-    return Entry(f"quantlay {name}", make, kernel_hash=_hash(mod), group="gemm")
+        return (lambda: mod.gemm(a, b, out=out, backend=backend)), 2 * M * N * K
+    return Entry(f"quantlay {name}{f' [{backend}]' if backend else ''}", make, kernel_hash=_hash(mod), group="gemm")
 
 
 def _hash(mod) -> str:
@@ -296,6 +298,7 @@ def gemm_peer_entries() -> List[Entry]:
 
 def gemm_entries() -> List[Entry]:
     return ([_quantlay_dense(n) for n in ("fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte")]
+            + [_quantlay_dense("fp8_gemm_fprop", "triton")]
             + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
             + [_quantlay_wgrad(G, n) for n in ("fp8_gemm_grouped_wgrad_acc", "fp8_gemm_grouped_wgrad_t_acc")
                for G in (8, 64)] + gemm_peer_entries())

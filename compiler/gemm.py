@@ -30,6 +30,8 @@ from .layout import COLS, ROWS
 
 GROUPINGS = ("rows", "contraction")
 OUT_DTYPES = {"bf16": ("tl.bfloat16", "torch.bfloat16"), "fp32": ("tl.float32", "torch.float32")}
+TORCH_FP8 = {"tl.float8e4nv": "torch.float8_e4m3fn", "tl.float8e5": "torch.float8_e5m2"}
+GLUON_GROUPS = (None, "rows")  # the groupings the Hopper (Gluon) kernel covers; wgrad stays on Triton
 
 
 def _err(msg: str, span: Optional[Span], hint: Optional[str] = None) -> SpecError:
@@ -205,6 +207,10 @@ def lower_operand(op: OperandIR, groups: Optional[str], sizes) -> Dict[str, obje
     # b's matrix of group g starts at producer row g * rows_per_group (groups: rows)
     per_group = (Var("N") if op.contraction_axis == COLS else Var("K")) if (groups == "rows" and op.name == "b") else None
     bh, bw = op.direction.block
+    # The Hopper path loads codes with TMA: the data must be a plain 2-D array (a chain of axis
+    # permutations) with the contraction along its contiguous axis, as the FP8 MMA reads it (K-major).
+    amap = op.data.chain.axis_map
+    tma = amap is not None and amap[1] == op.contraction_axis and len(op.data.chain.physical_shape(1, 1)) == 2
     return {
         "name": op.name,
         "describe": op.describe(),
@@ -223,6 +229,10 @@ def lower_operand(op: OperandIR, groups: Optional[str], sizes) -> Dict[str, obje
         "data_physical": phys(op.data), "scale_physical": phys(op.scale),
         "element": op.direction.element.name,
         "tl_fp8": op.direction.element.HW_DTYPE,
+        "torch_fp8": TORCH_FP8[op.direction.element.HW_DTYPE],
+        "tma": tma,
+        # the scale block's extent along the free axis (a tile inside one block reads one scale per K block)
+        "free_block": bh if op.contraction_axis == COLS else bw,
     }
 
 
@@ -238,6 +248,8 @@ def lower(g: GemmIR) -> Dict[str, object]:
         "out_dtype": g.out_dtype, "out_tl": OUT_DTYPES[g.out_dtype][0], "out_torch": OUT_DTYPES[g.out_dtype][1],
         "accumulate": g.accumulate,
         "BK": g.k_block,
+        # a Hopper kernel (Gluon: TMA, warp-specialized, two consumer warpgroups) beside the Triton one
+        "gluon": g.k_block == 128 and g.groups in GLUON_GROUPS and a["tma"] and b["tma"],
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "canonical": g.canonical().splitlines(),
     }

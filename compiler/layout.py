@@ -251,6 +251,17 @@ class Chain:
             r, c = st.coords(r, c, *shapes[i], size)
         return self.stages[-1].flat(r, c, *shapes[-2], size)
 
+    @property
+    def axis_map(self) -> Optional[Tuple[int, int]]:
+        """For a chain of pure axis permutations: the logical axis each physical axis holds, else None."""
+        amap: Tuple[int, int] = (ROWS, COLS)
+        for st in self.stages:
+            sm = st.axis_map
+            if sm is None:
+                return None
+            amap = (amap[sm[0]], amap[sm[1]])
+        return amap
+
     def logical_padding(self, rows, cols) -> Tuple[Expr, Expr]:
         """Padded extents in logical coordinates: every cell below them is written (fill or value)."""
         ext = [as_expr(rows), as_expr(cols)]

@@ -265,6 +265,16 @@ def pair_run(block_m: int, block_n: int, num_warps: int, block_rows: int) -> int
     return min(run, max(1, block_rows // 2), max(1, block_m // 2))
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(device) -> int:
+    """Streaming multiprocessors of a CUDA device (persistent kernels launch one program per SM)."""
+    return _sm_count(torch.device(device).index or 0)
+
+
 def needs_int64(*numels: int) -> bool:
     """64-bit offsets are needed once any buffer reaches 2^31 elements."""
     return max(numels) >= 2 ** 31

@@ -39,6 +39,7 @@ BK = 128  # the K block both operands' scales cover
 CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 128, 8, 4, 8), (64, 128, 4, 4, 8),
            (128, 64, 4, 4, 8), (64, 64, 4, 3, 8), (128, 128, 8, 3, 1), (64, 128, 4, 3, 16), (128, 256, 8, 3, 8)]
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 128, 128, 8, 3, 8  # default launch configuration
+BACKENDS = ("triton",)
 
 
 @triton.jit
@@ -203,8 +204,11 @@ def dims(a_shape, b_shape, G=1):
 
 
 def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_m=None, block_n=None,
-            num_warps=None, num_stages=None, group_m=None):
+            num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     # the caller's settings, else the committed table's for this size on this GPU (quantlay tune), else the default
     cfg = dict(zip(("block_m", "block_n", "num_warps", "num_stages", "group_m"),
                    (BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M)))
@@ -232,13 +236,14 @@ def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_
 
 
 def gemm(a, b, offsets, out=None, block_m=None, block_n=None, num_warps=None, num_stages=None,
-         group_m=None):
+         group_m=None, backend=None):
     """Y[g] (fp32 [G, M, N]) over each group's tokens from two QuantizedResults: a from
     fp8_segment_m_transposed.colwise, b from fp8_segment_m_transposed.colwise.
     `offsets`: int64 [G + 1] on the device, the padded token offsets the segmented producer returned
     (result.extras["padded_offsets"]); both operands come from that cast of the same groups.
     `out`: the fp32 buffer to add into (required). block_m, block_n, num_warps, num_stages and
     group_m change speed only.
+    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one.
     """
     a_data, a_scale, a_shape = _operand(a, "a")
     b_data, b_scale, b_shape = _operand(b, "b")
@@ -264,7 +269,7 @@ def gemm(a, b, offsets, out=None, block_m=None, block_n=None, num_warps=None, nu
         raise runtime.LaunchError(f"{NAME}: out is {out.dtype} {tuple(out.shape)} on {out.device}; it must be a "
                                   f"contiguous torch.float32 tensor of shape {shape} on {a_data.device}")
     return _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, block_m, block_n, num_warps,
-                   num_stages, group_m)
+                   num_stages, group_m, backend)
 def _gemm_buffers(a_data: torch.Tensor, a_scale: torch.Tensor, b_data: torch.Tensor, b_scale: torch.Tensor,
                   offsets: torch.Tensor, out: torch.Tensor, m: int, n: int, k: int) -> None:
     phys = _physical(m, n, k, offsets.numel() - 1)

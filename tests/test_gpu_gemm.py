@@ -7,7 +7,8 @@ import torch
 from quantlay import reference
 from quantlay.generated import find
 
-from test_gemm import GEMMS, dense_shapes, engineered, expect, offsets_of, producer, rel_err
+from quantlay.errors import LaunchError
+from test_gemm import GEMMS, dense_shapes, engineered, expect, mutated, offsets_of, producer, rel_err
 
 pytestmark = pytest.mark.gpu
 DEVICE = "cuda"
@@ -120,3 +121,112 @@ def test_wgrad_output_past_2_31_elements():
     y = find(g.name).gemm(a, b, offs)
     ref = reference.gemm(g, a, b, offs)
     assert torch.equal(y[-1].cpu(), ref[-1].cpu()) and torch.equal(y[0].cpu(), ref[0].cpu())
+
+
+# ---- the Hopper (Gluon) kernels: against the Triton kernel and the reference ---------------------------
+HOPPER = sorted(n for n in GEMMS if "gluon" in find(n).BACKENDS)
+sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                          reason="the Hopper kernel runs on sm_90 only")
+
+
+def both(name, *args):
+    """(Gluon, Triton) outputs of one call."""
+    mod = find(name)
+    return mod.gemm(*args, backend="gluon"), mod.gemm(*args, backend="triton")
+
+
+def test_hopper_kernels_cover_dense_and_grouped_rows():
+    assert {"fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte", "fp8_gemm_fprop_deepgemm",
+            "fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad"} <= set(HOPPER)
+
+
+@sm90
+@pytest.mark.parametrize("name", [n for n in HOPPER if GEMMS[n].groups is None])
+@pytest.mark.parametrize("M,N,K", [(300, 576, 7168), (1, 7748, 2880), (129, 2112, 64), (64, 7168, 128),
+                                   (1000, 130, 272)])
+def test_hopper_dense_exact(name, M, N, K):
+    g = GEMMS[name]
+    sa, sb = dense_shapes(g, M, N, K)
+    a = engineered(g.a, sa, seed=M + N, **exact_ranges(K))
+    b = engineered(g.b, sb, seed=N + K, **exact_ranges(K))
+    yg, yt = both(name, a, b)
+    expect(g, yg, reference.gemm(g, a, b), exact=True)
+    assert torch.equal(yg, yt)
+
+
+@sm90
+@pytest.mark.parametrize("kind", sorted(LENS))
+@pytest.mark.parametrize("name", [n for n in HOPPER if GEMMS[n].groups == "rows"])
+@pytest.mark.parametrize("N", [576, 200])
+def test_hopper_grouped_rows_exact(kind, name, N):
+    g = GEMMS[name]
+    lens = lens_of(kind)
+    G, M, K = len(lens), sum(lens), 2816 if g.b.direction.name == "colwise" else 2880
+    a = engineered(g.a, (M, K), seed=4)
+    b = engineered(g.b, (G * N, K) if g.b.direction.name == "rowwise" else (G * K, N), seed=5)
+    offs = offsets_of(lens).to(DEVICE)
+    yg, yt = both(name, a, b, offs)
+    expect(g, yg, reference.gemm(g, a, b, offs), exact=True)
+    assert torch.equal(yg, yt)
+
+
+@sm90
+def test_hopper_random_within_the_bound():
+    g = GEMMS["fp8_gemm_grouped_fprop"]
+    lens = lens_of("64")
+    G, M, N, K = len(lens), sum(lens), 2112, 7168
+    a = producer(g.a).quantize(torch.randn(M, K, device=DEVICE).to(torch.bfloat16))
+    b = producer(g.b).quantize(torch.randn(G * N, K, device=DEVICE).to(torch.bfloat16))
+    offs = offsets_of(lens).to(DEVICE)
+    y = find(g.name).gemm(a, b, offs, backend="gluon")
+    assert rel_err(y.float(), reference.gemm(g, a, b, offs).to(y.dtype).float()) < 1e-6
+
+
+@sm90
+def test_hopper_is_the_default_and_falls_back_where_tma_cannot_load():
+    g = GEMMS["fp8_gemm_fprop"]
+    a, b = engineered(g.a, (256, 3884), seed=1), engineered(g.b, (576, 3884), seed=2)  # rows of 3884 bytes
+    with pytest.raises(LaunchError, match="16-byte aligned"):
+        find(g.name).gemm(a, b, backend="gluon")
+    expect(g, find(g.name).gemm(a, b), reference.gemm(g, a, b), exact=True)  # the Triton kernel takes it
+    a, b = engineered(g.a, (256, 512), seed=1), engineered(g.b, (576, 512), seed=2)
+    assert torch.equal(find(g.name).gemm(a, b), find(g.name).gemm(a, b, backend="gluon"))
+
+
+@sm90
+def test_hopper_64_bit_offsets():
+    g = GEMMS["fp8_gemm_fprop"]
+    M, N, K = 2 ** 31 // 16384 + 256, 16384, 128
+    a, b = engineered(g.a, (M, K), seed=8), engineered(g.b, (N, K), seed=9)
+    y = find(g.name).gemm(a, b, backend="gluon")
+    assert torch.equal(y[-300:].cpu(), reference.gemm(g, a, b)[-300:].to(y.dtype).cpu())
+
+
+HOPPER_MUTATIONS = {
+    "store mask on indices reduced % N": ("fp8_gemm_fprop", [
+        ("c_off = i[:, None] * N + j[None, :]", "c_off = i[:, None] * N + (j % N)[None, :]"),
+        ("mask = rows[:, None] & (j[None, :] < N)", "mask = rows[:, None] & ((j % N)[None, :] < N)")]),
+    "last K block dropped": ("fp8_gemm_fprop", [("out, M, N, K, triton.cdiv(K, BK)", "out, M, N, K, K // BK")]),
+    "one b scale per tile across two groups' blocks": ("fp8_gemm_grouped_fprop", [(" and N % 128 == 0", "")]),
+    "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = gl.sum(gl.where(hit, g_lo + ",
+                                                             "row0 = gl.sum(gl.where(hit, 1 + g_lo + ")]),
+    "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
+}
+
+
+@sm90
+@pytest.mark.parametrize("bug", sorted(HOPPER_MUTATIONS))
+def test_hopper_planted_bugs_are_caught(bug, tmp_path):
+    name, edits = HOPPER_MUTATIONS[bug]
+    m = mutated(name, edits, tmp_path)
+    g = GEMMS[name]
+    M, N, K = 300, 200, 320  # N ends in a partial tile, K in a partial block
+    a = engineered(g.a, (M, K), seed=7)
+    if g.groups == "rows":
+        b = engineered(g.b, (2 * N, K), seed=8)
+        offs = offsets_of([130, 170]).to(DEVICE)
+        y, ref = m.gemm(a, b, offs, backend="gluon"), reference.gemm(g, a, b, offs)
+    else:
+        b = engineered(g.b, (N, K), seed=8)
+        y, ref = m.gemm(a, b, backend="gluon"), reference.gemm(g, a, b)
+    assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"

@@ -143,6 +143,9 @@ def main(argv=None):
             print(f"{mode:11s} loss {runs[mode][0]:.4f} -> {runs[mode][-1]:.4f}", flush=True)
         except LayoutMismatchError as exc:
             print(f"{mode:11s} refused at the first step: {str(exc).splitlines()[0][:200]}", flush=True)
+    if "bf16" in runs and "fp8" in runs:
+        gap = max(abs(f - b) / b for b, f in zip(runs["bf16"], runs["fp8"]))
+        print(f"fp8 against bf16: at most {100 * gap:.2f}% apart over {len(runs['fp8'])} steps", flush=True)
     with open(os.path.join(args.out, "losses.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "run", "loss"])
