@@ -374,9 +374,6 @@ def dims(a_shape, b_shape, G=1):
 def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_m=None, block_n=None,
             num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
-    if backend not in (None,) + BACKENDS:
-        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
-                                  f"fastest kernel this GPU runs)")
     tiles_given = any(v is not None for v in (block_m, block_n, num_warps, num_stages, group_m))
     if backend == "gluon" or (backend is None and not tiles_given):
         why = _hopper_reason(a_data, b_data, M, N, K, _physical(M, N, K, G))
@@ -420,6 +417,9 @@ def gemm(a, b, out=None, block_m=None, block_n=None, num_warps=None, num_stages=
     `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, unless
     tile settings are given; elsewhere the Triton kernel); "triton" or "gluon" forces one.
     """
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     a_data, a_scale, a_shape = _operand(a, "a")
     b_data, b_scale, b_shape = _operand(b, "b")
     G, offsets = 1, None

@@ -204,9 +204,6 @@ def dims(a_shape, b_shape, G=1):
 def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_m=None, block_n=None,
             num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
-    if backend not in (None,) + BACKENDS:
-        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
-                                  f"fastest kernel this GPU runs)")
     # the caller's settings, else the committed table's for this size on this GPU (quantlay tune), else the default
     cfg = dict(zip(("block_m", "block_n", "num_warps", "num_stages", "group_m"),
                    (BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M)))
@@ -243,6 +240,9 @@ def gemm(a, b, offsets, out=None, block_m=None, block_n=None, num_warps=None, nu
     group_m change speed only.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one.
     """
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     a_data, a_scale, a_shape = _operand(a, "a")
     b_data, b_scale, b_shape = _operand(b, "b")
     if not isinstance(offsets, torch.Tensor) or offsets.dim() != 1 or offsets.numel() < 2 or offsets.dtype not in (torch.int32, torch.int64):

@@ -1,0 +1,64 @@
+"""Compile generated GEMMs' Hopper kernels for sm_90 on a machine without a GPU; print, as JSON, each
+kernel's local memory and stack (spills) and its count of wgmma instructions. Run without
+TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.runtime import driver
+
+from quantlay.generated import find
+
+
+class Sm90:
+    """Answers 'sm_90' so kernels compile here; nothing launches through it."""
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+def compile_hopper(name, M=1024, N=768, K=1024, G=4):
+    mod = find(name)
+    phys = mod._physical(M, N, K, G)
+    bufs = {key: torch.zeros(phys[key], dtype=mod.DTYPES[key]) for key in phys}
+    bm, bn = mod.HOPPER_BLOCK
+    descs = [TensorDescriptor(bufs[key].view(torch.float8_e4m3fn), list(phys[key]), [phys[key][1], 1], [rows, 128],
+                              gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv))
+             for key, rows in (("a_data", bm // 2), ("b_data", bn))]
+    extra, meta = ((torch.zeros(G + 1, dtype=torch.int64), G), {"GP": 8}) if mod.GROUPS else ((), {})
+    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], torch.zeros(M, N, dtype=torch.bfloat16),
+                                     M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra, B_SCALAR=True, BLOCK_M=bm,
+                                     BLOCK_N=bn, STAGES=mod.HOPPER_STAGES, GROUP_M=8, IDX64=False, num_warps=4,
+                                     maxnreg=168, grid=(132,), **meta)
+
+
+def resources(cubin: bytes):
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return {k.lower(): int(re.search(rf"\b{k}:(\d+)", text).group(1)) for k in ("REG", "STACK", "LOCAL")}
+
+
+if __name__ == "__main__":
+    driver.set_active(Sm90())
+    report = {}
+    for name in sys.argv[1:]:
+        k = compile_hopper(name)
+        report[name] = {**resources(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async")}
+    print(json.dumps(report))
