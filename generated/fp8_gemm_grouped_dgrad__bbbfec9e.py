@@ -203,18 +203,24 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        # row tiles of every group in order, from the device offsets (as the Triton kernel maps them)
-        tr = t // num_n
-        pid_n = t % num_n
+        # the groups' tiles in order, from the device offsets; inside a group GROUP_M row tiles walk the
+        # column tiles together (as dense tiles do), so the group's weight tiles are reused from L2
         gk = gl.arange(0, GP, layout=gl.BlockedLayout([1], [32], [1], [0]))
         g_lo = gl.load(offs_ptr + gk, mask=gk < G, other=0).to(gl.int64)
         g_hi = gl.load(offs_ptr + gk + 1, mask=gk < G, other=0).to(gl.int64)
-        tiles = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+        rows_g = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+        tiles = rows_g * num_n
         last = gl.associative_scan(tiles, 0, _hopper_add)
-        hit = (gk < G) & (last - tiles <= tr) & (tr < last)
+        hit = (gk < G) & (last - tiles <= t) & (t < last)
         found = gl.sum(hit.to(gl.int32), 0) > 0
         g = gl.sum(gl.where(hit, gk, 0), 0)
-        row0 = gl.sum(gl.where(hit, g_lo + (tr - (last - tiles)) * BLOCK_M, 0), 0).to(gl.int32)
+        local = t - gl.sum(gl.where(hit, last - tiles, 0), 0)
+        num_m = gl.sum(gl.where(hit, rows_g, 0), 0)
+        width = GROUP_M * num_n
+        first_m = (local // width) * GROUP_M
+        size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
+        pid_n = ((local % width) // size_m).to(gl.int32)
+        row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
         row_end = gl.minimum(gl.sum(gl.where(hit, g_hi, 0), 0), M)
         if found:
             j0 = pid_n * BLOCK_N
@@ -242,20 +248,26 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        # row tiles of every group in order, from the device offsets (as the Triton kernel maps them)
-        tr = t // num_n
-        pid_n = t % num_n
+        # the groups' tiles in order, from the device offsets; inside a group GROUP_M row tiles walk the
+        # column tiles together (as dense tiles do), so the group's weight tiles are reused from L2
         gk = gl.arange(0, GP, layout=gl.BlockedLayout([1], [32], [4], [0]))
         g_lo = gl.load(offs_ptr + gk, mask=gk < G, other=0).to(gl.int64)
         g_hi = gl.load(offs_ptr + gk + 1, mask=gk < G, other=0).to(gl.int64)
-        tiles = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+        rows_g = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
+        tiles = rows_g * num_n
         last = gl.associative_scan(tiles, 0, _hopper_add)
-        hit = (gk < G) & (last - tiles <= tr) & (tr < last)
+        hit = (gk < G) & (last - tiles <= t) & (t < last)
         found = gl.sum(hit.to(gl.int32), 0) > 0
         g = gl.sum(gl.where(hit, gk, 0), 0)
+        local = t - gl.sum(gl.where(hit, last - tiles, 0), 0)
+        num_m = gl.sum(gl.where(hit, rows_g, 0), 0)
+        width = GROUP_M * num_n
+        first_m = (local // width) * GROUP_M
+        size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
+        pid_n = ((local % width) // size_m).to(gl.int32)
+        row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
         if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
             g = g.to(gl.int64)
-        row0 = gl.sum(gl.where(hit, g_lo + (tr - (last - tiles)) * BLOCK_M, 0), 0).to(gl.int32)
         row_end = gl.minimum(gl.sum(gl.where(hit, g_hi, 0), 0), M)
         if found:
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))

@@ -208,8 +208,8 @@ HOPPER_MUTATIONS = {
         ("mask = rows[:, None] & (j[None, :] < N)", "mask = rows[:, None] & ((j % N)[None, :] < N)")]),
     "last K block dropped": ("fp8_gemm_fprop", [("out, M, N, K, triton.cdiv(K, BK)", "out, M, N, K, K // BK")]),
     "one b scale per tile across two groups' blocks": ("fp8_gemm_grouped_fprop", [(" and N % 128 == 0", "")]),
-    "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = gl.sum(gl.where(hit, g_lo + ",
-                                                             "row0 = gl.sum(gl.where(hit, 1 + g_lo + ")]),
+    "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + ",
+                                                             "row0 = (1 + gl.sum(gl.where(hit, g_lo, 0), 0) + ")]),
     "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
 }
 

@@ -3,12 +3,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from quantlay.errors import QuantlayError, SpecError
 from quantlay.expr import Var
-from quantlay.ir import build_layout
+from quantlay.ir import MAX_VIEW_FACTORS, build_layout
 from quantlay.dsl.parser import parse
 from quantlay.layout import Chain, Layout
 from quantlay.spec import load
@@ -140,6 +140,7 @@ def layout_decls(draw):
     ck = draw(st.sampled_from([1, 2, 4, 8]))
     rsplit = draw(st.sampled_from(_factorizations(rk)))
     csplit = draw(st.sampled_from(_factorizations(ck)))
+    assume(len(rsplit) + len(csplit) + 2 <= MAX_VIEW_FACTORS)  # the compiler's bound on view factors
     dims = [f"rows/{rk}" if rk > 1 else "rows"] + [str(f) for f in rsplit]
     dims += [f"cols/{ck}" if ck > 1 else "cols"] + [str(f) for f in csplit]
     perm = draw(st.permutations(list(range(len(dims)))))
