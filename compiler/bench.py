@@ -126,21 +126,29 @@ def _generated_entries(spec_name: str, group: str) -> List[Entry]:
     out = []
     for kernel in specmod.load(specmod.SPECS_DIR / spec_name):
         settings = [{}] if not kernel.options else [dict.fromkeys(kernel.options, v) for v in (False, True)]
+        two_level = any(getattr(d.scale, "tensor_scale", False) for d in kernel.directions)
         for opts in settings:
             mod = find(kernel.name, **opts)
+            # two-level kernels: the tensor scale computed (x read twice, both reads counted) or given
+            for given in ((False, True) if two_level else (False,)):
+                def make(M, N, mod=mod, kernel=kernel, given=given, two_level=two_level):
+                    x = inputs.normal(M, N, seed=0).cuda()
+                    args = ()
+                    if kernel.groups:
+                        args = (inputs.equal_groups(M, "cuda"),)
+                    if given:
+                        args = (torch.ones(1, device="cuda"),)
+                    res = mod.quantize(x, *args)
+                    moved = bytes_moved(x, [v for k, v in res.items() if k != "tensor_scale"])
+                    if two_level and not given:
+                        moved += x.numel() * x.element_size()  # the amax pass
+                    return (lambda: mod.quantize(x, *args)), moved
 
-            def make(M, N, mod=mod, kernel=kernel):
-                x = inputs.normal(M, N, seed=0).cuda()
-                args = ()
-                if kernel.groups:
-                    args = (inputs.equal_groups(M, "cuda"),)
-                res = mod.quantize(x, *args)
-                return (lambda: mod.quantize(x, *args)), bytes_moved(x, res.values())
-
-            tag = ",".join(f"{k}={int(v)}" for k, v in opts.items())
-            out.append(Entry(f"quantlay {kernel.name}" + (f" {tag}" if tag else ""), make,
-                             lambda M, N: None if M % 128 == 0 and N % 128 == 0 else "needs M, N % 128",
-                             hashlib.sha256(open(mod.__file__).read().encode()).hexdigest()[:12], group))
+                tag = ",".join(f"{k}={int(v)}" for k, v in opts.items())
+                tag += (" " if tag else "") + ("tensor scale given" if given else "tensor scale computed") if two_level else ""
+                out.append(Entry(f"quantlay {kernel.name}" + (f" {tag}" if tag else ""), make,
+                                 lambda M, N: None if M % 128 == 0 and N % 128 == 0 else "needs M, N % 128",
+                                 hashlib.sha256(open(mod.__file__).read().encode()).hexdigest()[:12], group))
     return out
 
 
@@ -309,6 +317,8 @@ REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
     "mxfp4": mxfp4_entries,
     "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8") + reference_entries(
         specmod.shipped_kernels()["mxfp8_nvte"].variant(with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
+    "nvfp4": lambda: _generated_entries("nvfp4.ql", "nvfp4") + reference_entries(
+        specmod.shipped_kernels()["nvfp4"].variant(), "nvfp4", "nvfp4"),
     "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries() + reference_entries(
         specmod.shipped_kernels()["fp8_1x128_rocm_te"].variant(), "fp8_1x128_rocm_te", "fp8"),
 }

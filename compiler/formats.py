@@ -9,7 +9,7 @@ ground truth for every rule here.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -256,8 +256,14 @@ class F32Scale:
     # to a power of two (DeepGEMM's UE8M0, exponent clamped to 1..254).
     rule: str = "f_over_amax"
     # What the scale tensor holds: f32, the dequantization multiplier itself; ue8m0, its biased exponent
-    # byte (fp32 bits >> 23, as DeepGEMM's SM100 path stores it), valid only when pow2 makes it exact.
+    # byte (fp32 bits >> 23, as DeepGEMM's SM100 path stores it), valid only when pow2 makes it exact;
+    # e4m3 (NVFP4's UE4M3), amax / F clamped to [2^-6, 448] and rounded to E4M3, ties to even: an amax of
+    # 0 or Inf clamps, NaN stays NaN (byte 0x7F), and the multiplier is 1 / the stored value.
     store: str = "f32"
+    # Two-level scaling (NVFP4's): block scales are taken relative to a per-tensor fp32 scale ts =
+    # amax(x) / (F * 448), passed in or computed on the device (one more pass over x, no host sync):
+    # stored = E4M3(amax / F / ts), multiplier = (1 / ts) / stored. Needs store: e4m3.
+    tensor_scale: bool = False
 
     name = "f32"
     nan_in_amax = "propagate"
@@ -265,21 +271,37 @@ class F32Scale:
     @property
     def storage(self) -> str:
         """Element type of the stored scale tensor: f32 or e8m0 (bytes)."""
-        return "e8m0" if self.store == "ue8m0" else "f32"
+        return {"ue8m0": "e8m0", "e4m3": "e4m3"}.get(self.store, "f32")
 
     @property
     def stored_name(self) -> str:
         """The stored scale's format name, as layout descriptors carry it."""
-        return "ue8m0" if self.store == "ue8m0" else "f32"
+        return self.store
 
-    def scales_reference(self, amax: torch.Tensor, element):
-        """(stored scale, multiplier) per block, in fp32."""
+    def __repr__(self) -> str:
+        """As the dataclass writes it, tensor_scale left out when off (kernel names digest this text)."""
+        shown = [f for f in fields(self) if f.name != "tensor_scale" or self.tensor_scale]
+        return f"F32Scale({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
+
+    def tensor_scale_divisor(self, element) -> float:
+        """ts = amax(x) / this: the largest block scale then maps to the E4M3 maximum."""
+        return f32(element.max_value) * E4M3_MAX
+
+    def scales_reference(self, amax: torch.Tensor, element, ts: Optional[torch.Tensor] = None):
+        """(stored scale, multiplier) per block, in fp32; `ts`: the per-tensor scale (tensor_scale)."""
         a = amax.float()
         floor = torch.tensor(f32(self.amax_floor), dtype=torch.float32, device=a.device)
         a = torch.where(torch.isnan(a), a, torch.maximum(a, floor))
         F = torch.tensor(f32(element.max_value), dtype=torch.float32, device=a.device)
         bad = (a == 0) | torch.isinf(a) | torch.isnan(a)
         one = torch.ones_like(a)
+        if self.store == "e4m3":
+            if self.tensor_scale:
+                t = ts.float().reshape(()).to(a.device)
+                sf = e4m3_round(torch.clamp(a / F / t, min=E4M3_MIN_NORMAL, max=E4M3_MAX))
+                return e4m3_code(sf), (1.0 / t) / sf
+            sf = e4m3_round(torch.clamp(a / F, min=E4M3_MIN_NORMAL, max=E4M3_MAX))
+            return e4m3_code(sf), one / sf
         if self.rule == "amax_over_f":
             sf = torch.where(bad, one, a / F)
             if self.pow2:
@@ -302,7 +324,26 @@ class F32Scale:
     def dequant_reference(self, stored: torch.Tensor) -> torch.Tensor:
         if self.store == "ue8m0":
             return E8M0.dequant_reference(stored)
+        if self.store == "e4m3":
+            return E4M3.decode(stored.long())
         return stored.float()
+
+
+E4M3_MIN_NORMAL, E4M3_MAX = 2.0 ** -6, 448.0
+
+
+def e4m3_round(v: torch.Tensor) -> torch.Tensor:
+    """fp32 in E4M3's normal range (or NaN) -> the nearest E4M3 value (ties to even), as fp32."""
+    b = v.float().view(torch.int32)
+    r = ((b + 0x7FFFF + ((b >> 20) & 1)) & ~0xFFFFF).view(torch.float32)
+    return torch.where(torch.isnan(v), v.float(), r)
+
+
+def e4m3_code(v: torch.Tensor) -> torch.Tensor:
+    """An E4M3 normal value (fp32, exact) or NaN -> its code byte (int32); NaN -> 0x7F."""
+    b = v.view(torch.int32)
+    code = (((b >> 23) - 120) << 3) | ((b >> 20) & 7)
+    return torch.where(torch.isnan(v), torch.full_like(code, 0x7F), code)
 
 
 def _floor_log2(x: torch.Tensor) -> torch.Tensor:

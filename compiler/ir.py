@@ -384,7 +384,7 @@ _SCALE_ARGS = {
         "nan_in_amax": ("name", ("propagate", "ignore")), "e0_multiplier": ("name", ("exact", "one")),
     },
     "f32": {"amax_floor": ("float", (), 0, 1), "pow2": ("bool", ()),
-            "rule": ("name", ("f_over_amax", "amax_over_f")), "store": ("name", ("f32", "ue8m0"))},
+            "rule": ("name", ("f_over_amax", "amax_over_f")), "store": ("name", ("f32", "ue8m0", "e4m3")), "tensor_scale": ("bool", ())},
 }
 
 
@@ -419,6 +419,14 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
         arg = next(a for a in call.args if a.key == "store")
         raise _err("store: ue8m0 keeps only the exponent byte, so the scale must be a power of two "
                    "(pow2 is false)", arg.value.span, "add pow2: true, or use store: f32")
+    if kwargs.get("store") == "e4m3" and (kwargs.get("rule") != "amax_over_f" or kwargs.get("pow2")):
+        arg = next(a for a in call.args if a.key == "store")
+        raise _err("store: e4m3 rounds the scale amax / F to E4M3 (NVFP4's block scale): it needs rule: "
+                   "amax_over_f and no pow2", arg.value.span, "write scale f32(rule: amax_over_f, store: e4m3)")
+    if kwargs.get("tensor_scale") and kwargs.get("store") != "e4m3":
+        arg = next(a for a in call.args if a.key == "tensor_scale")
+        raise _err("tensor_scale: true scales E4M3 block scales by a per-tensor fp32 scale (NVFP4's two "
+                   "levels); it needs store: e4m3", arg.value.span, "add store: e4m3, or remove tensor_scale")
     return cls(**kwargs), settings
 
 

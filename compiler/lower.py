@@ -89,6 +89,7 @@ def _f32_ctx(sc, el) -> Dict[str, object]:
         "pow2": sc.pow2,
         "rule": sc.rule,
         "store": sc.store,
+        "tensor_scale": sc.tensor_scale,
         "fp32_max": _py_float(FP32_MAX),
     }
 
@@ -410,4 +411,8 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "groups": k.groups[0] if k.groups else None,
         "segment_rows": next((d.block[0] for d in variant.directions if d.segmented), None),
         "canonical": variant.canonical().splitlines(),
+        # two-level scaling: the per-tensor fp32 scale amax(x) / divisor, given or computed on the device
+        "tensor_scale": _py_float(tsd[0]) if (tsd := [d.scale.tensor_scale_divisor(d.element)
+                                                      for d in variant.directions
+                                                      if getattr(d.scale, "tensor_scale", False)]) else None,
     }

@@ -7,7 +7,7 @@ against it, bit for bit.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Optional, Dict, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -40,11 +40,25 @@ def block_amax(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Ten
     return amax, xp
 
 
-def quantize_direction(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Tensor]:
+def tensor_scale_of(variant: VariantIR, x: torch.Tensor, given=None) -> Optional[torch.Tensor]:
+    """The per-tensor fp32 scale (1 element) of a two-level kernel: `given`, else amax(x) / divisor; None
+    for kernels without one."""
+    d = next((d for d in variant.directions if getattr(d.scale, "tensor_scale", False)), None)
+    if d is None:
+        return None
+    if given is not None:
+        return given.float().reshape(1)
+    return (x.abs().amax().float() / d.scale.tensor_scale_divisor(d.element)).reshape(1)
+
+
+def quantize_direction(x: torch.Tensor, d: DirectionIR, ts=None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Logical codes [M, N] (uint8, one code per element) and stored scales for one direction."""
     M, N = x.shape
     amax, xp = block_amax(x, d)
-    e, mult = d.scale.scales_reference(amax, d.element)
+    if getattr(d.scale, "tensor_scale", False):
+        e, mult = d.scale.scales_reference(amax, d.element, ts)
+    else:
+        e, mult = d.scale.scales_reference(amax, d.element)
     B = d.block_size
     full = mult
     if d.block[1] > 1:
@@ -88,22 +102,26 @@ def segment_rows(x2: torch.Tensor, group_lens, B: int):
     return out, torch.tensor(offs, dtype=torch.int64)
 
 
-def quantize(variant: VariantIR, x: torch.Tensor, groups=None) -> Dict[str, torch.Tensor]:
-    """Reference outputs of `variant` for input `x` (and group lengths, for segmented kernels)."""
+def quantize(variant: VariantIR, x: torch.Tensor, groups=None, tensor_scale=None) -> Dict[str, torch.Tensor]:
+    """Reference outputs of `variant` for input `x` (and group lengths, for segmented kernels; the given
+    per-tensor scale, for two-level kernels: else computed from x)."""
     x2 = x.reshape(-1, x.shape[-1]).float()  # stays on x's device: the GPU tests check big shapes
+    ts = tensor_scale_of(variant, x.reshape(-1, x.shape[-1]), tensor_scale)  # as the kernel's launcher computes it
     out: Dict[str, torch.Tensor] = {}
     for d in variant.directions:
         if d.segmented:
             xs, offs = segment_rows(x2, groups, d.block[0])
-            codes, e = quantize_direction(xs, d)
+            codes, e = quantize_direction(xs, d, ts)
             e[int(offs[-1]) // d.block[0]:] = 0  # blocks past the last group hold zero scales
         else:
-            codes, e = quantize_direction(x2, d)
+            codes, e = quantize_direction(x2, d, ts)
         data = variant.output(f"{d.name}_data")
         scale = variant.output(f"{d.name}_scale")
         logical = pack(codes, data.pack_axis, data.pack_low) if data.pack_axis is not None else codes
         out[data.key] = data.chain.apply(logical.to(torch.uint8))
         out[scale.key] = scale.chain.apply(e if d.scale.storage == "f32" else e.to(torch.uint8))
+    if ts is not None:
+        out["tensor_scale"] = ts
     return out
 
 
@@ -118,11 +136,14 @@ def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int, G: int = 0
 
 
 def dequantize(variant: VariantIR, direction: str, outputs: Dict[str, torch.Tensor], M: int, N: int):
-    """fp32 [M, N] from one direction's data and scales (the reference for dequantize kernels)."""
+    """fp32 [M, N] from one direction's data and scales (and outputs["tensor_scale"], for two-level
+    kernels: every block scale times it) (the reference for dequantize kernels)."""
     d = variant.direction(direction)
     codes = logical_view(variant.output(f"{direction}_data"), outputs[f"{direction}_data"], M, N)
     e = logical_view(variant.output(f"{direction}_scale"), outputs[f"{direction}_scale"], M, N)
     scale = d.scale.dequant_reference(e)
+    if getattr(d.scale, "tensor_scale", False):
+        scale = scale * outputs["tensor_scale"].float().reshape(()).to(scale.device)
     full = scale
     if d.block[1] > 1:
         full = full.repeat_interleave(d.block[1], dim=1)

@@ -265,6 +265,20 @@ def pair_run(block_m: int, block_n: int, num_warps: int, block_rows: int) -> int
     return min(run, max(1, block_rows // 2), max(1, block_m // 2))
 
 
+def tensor_scale(name: str, x: torch.Tensor, given, divisor: float) -> torch.Tensor:
+    """A two-level kernel's per-tensor fp32 scale: `given` (checked), else amax(x) / divisor computed on
+    x's device (no host sync)."""
+    if given is None:
+        return (x.abs().amax().float() / divisor).reshape(1)
+    if not isinstance(given, torch.Tensor) or given.numel() != 1 or given.dtype != torch.float32:
+        raise LaunchError(f"{name}: tensor_scale must be a 1-element float32 tensor (amax / {divisor:g}), got "
+                          f"{given.dtype if isinstance(given, torch.Tensor) else type(given).__name__}"
+                          f"{' of ' + str(given.numel()) + ' elements' if isinstance(given, torch.Tensor) else ''}")
+    if given.device != x.device:
+        raise LaunchError(f"{name}: tensor_scale is on {given.device}, x on {x.device}; move it to x's device")
+    return given.reshape(1).contiguous()
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

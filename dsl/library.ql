@@ -117,3 +117,17 @@ profile mxfp8_rocm_te_triton {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
     scale e8m0(mode: rceil, clamp: 0..254, zero_amax: 0, inf_amax: 254, nan_amax: 255, e0_multiplier: one)
 }
+
+# NVFP4 (torchao's nvfp4_quantize): E2M1 codes, one E4M3 scale per 16 elements, amax / 6 rounded to E4M3
+# (clamped to [2^-6, 448]); codes of x times 1 / scale, ties to even, the sign of zero kept. A NaN
+# block's codes are 0x4 (what torchao's encoder gives the canonical NaN). Two levels: the block scales
+# are relative to a per-tensor fp32 scale amax(x) / (6 * 448), given or computed.
+profile nvfp4 {
+    element e2m1(ties: even, zero_sign: sign_bit, nan: 0x4)
+    scale f32(rule: amax_over_f, store: e4m3, tensor_scale: true)
+}
+
+profile nvfp4_block_only {
+    element e2m1(ties: even, zero_sign: sign_bit, nan: 0x4)
+    scale f32(rule: amax_over_f, store: e4m3)
+}

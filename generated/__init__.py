@@ -58,6 +58,10 @@ VARIANTS = {
     ('mxfp8_nvte_e5m2', (('with_gemm_swizzled_scales', False),)): 'mxfp8_nvte_e5m2__wgss0__ed783f3a',
     ('mxfp8_nvte_e5m2', (('with_gemm_swizzled_scales', True),)): 'mxfp8_nvte_e5m2__wgss1__c7584799',
     ('mxfp8_rocm_te', ()): 'mxfp8_rocm_te__2db757d2',
+    ('nvfp4', (('with_gemm_swizzled_scales', False),)): 'nvfp4__wgss0__f2a6a2e1',
+    ('nvfp4', (('with_gemm_swizzled_scales', True),)): 'nvfp4__wgss1__d5be0d3d',
+    ('nvfp4_block_only', (('with_gemm_swizzled_scales', False),)): 'nvfp4_block_only__wgss0__e2a9be40',
+    ('nvfp4_block_only', (('with_gemm_swizzled_scales', True),)): 'nvfp4_block_only__wgss1__6c1dcbcf',
 }
 
 
