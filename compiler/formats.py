@@ -55,8 +55,9 @@ class Minifloat:
     # only where those are this format's rules (hw_convert). Its NaN: the fp32 multiply before it returns
     # the canonical NaN 0x7FFFFFFF for any NaN operand (NVIDIA GPUs do not propagate sign or payload),
     # which the convert writes as HW_NAN; a format whose NaN code differs sets it explicitly.
-    HW_DTYPE = None  # class constants, not rules: overridden by E4M3 and E5M2
+    HW_DTYPE = None  # class constants, not rules: set by the format's declaration (hw: ...)
     HW_NAN = None
+    INF_CODE = None  # the magnitude code of Inf, for formats that have one
 
     @property
     def hw_convert(self) -> Optional[str]:
@@ -133,38 +134,62 @@ class Minifloat:
         n = 1 << (cls.bits - 1)
         GRID = cls.grid()
         mags = list(GRID) + [float("nan")] * (n - len(GRID))
-        if cls.name == "e5m2":
-            mags[0x7C] = float("inf")
+        if cls.INF_CODE is not None:
+            mags[cls.INF_CODE] = float("inf")
         table = torch.tensor(mags + [-v for v in mags], dtype=torch.float32, device=codes.device)
         return table[codes.long()]
 
 
-@dataclass(frozen=True)
-class E2M1(Minifloat):
-    """FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf/NaN codes; max 6 (docs/formats-and-layouts.md §1)."""
-    nan: int = 0x7               # no NaN code: the 4-bit code written for a NaN input
-
-    name = "e2m1"
-    ebits, mbits, bias, max_code, bits = 2, 1, 1, 7, 4
-    GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude of codes 0..7
-
-
-@dataclass(frozen=True)
-class E4M3(Minifloat):
-    """FP8 E4M3 (OCP e4m3fn): bias 7, 3 mantissa bits, no Inf, NaN = 0x7F/0xFF, max 448. Saturating."""
-
-    name = "e4m3"
-    ebits, mbits, bias, max_code, bits = 4, 3, 7, 0x7E, 8
-    HW_DTYPE, HW_NAN = "tl.float8e4nv", 0x7F
+# ---- element formats are declared in the language (dsl/library.ql) -------------------------------
+# `format NAME = minifloat(exponent: E, mantissa: M, bias: B, max_code: C[, inf: I][, nan: N][, hw: T])`:
+# sign + E exponent bits + M mantissa bits; C the largest finite magnitude code (codes above it are Inf,
+# NaN or unused); I the magnitude code of Inf where the format has one; N the NaN code (also the default
+# code written for a NaN input; else C); T the Triton fp8 dtype whose hardware convert rounds like it.
+MINIFLOAT_ARGS = {"exponent": ("int", (), 1, 8), "mantissa": ("int", (), 0, 7), "bias": ("int", (), 0, 127),
+                  "max_code": ("int", (), 1, 255), "inf": ("int", (), 0, 255), "nan": ("int", (), 0, 255),
+                  "hw": ("name", ("float8e4nv", "float8e5"))}
 
 
-@dataclass(frozen=True)
-class E5M2(Minifloat):
-    """FP8 E5M2: bias 15, 2 mantissa bits, Inf 0x7C, NaN 0x7D..0x7F, max 57344. Saturating (no Inf out)."""
+_CLASSES: Dict[tuple, type] = {}
 
-    name = "e5m2"
-    ebits, mbits, bias, max_code, bits = 5, 2, 15, 0x7B, 8
-    HW_DTYPE, HW_NAN = "tl.float8e5", 0x7F
+
+def minifloat_class(name: str, exponent: int, mantissa: int, bias: int, max_code: int,
+                    inf: Optional[int] = None, nan: Optional[int] = None, hw: Optional[str] = None) -> type:
+    """The element format class a `format NAME = minifloat(...)` declaration defines (its instances hold a
+    profile's rules: ties, zero_sign, nan); one class per distinct declaration."""
+    key = (name, exponent, mantissa, bias, max_code, inf, nan, hw)
+    if key not in _CLASSES:
+        _CLASSES[key] = _make_minifloat(*key)
+    return _CLASSES[key]
+
+
+def _make_minifloat(name, exponent, mantissa, bias, max_code, inf, nan, hw) -> type:
+    from dataclasses import field, make_dataclass
+    bits = 1 + exponent + mantissa
+    doc = (f"{name.upper()}: sign, {exponent} exponent bits (bias {bias}), {mantissa} mantissa bits; largest "
+           f"finite magnitude code {max_code:#x}" + (f", Inf {inf:#x}" if inf is not None else "") +
+           (f", NaN {nan:#x}" if nan is not None else ", no NaN code") + ". Saturating.")
+    cls = make_dataclass(name.upper(), [("nan", int, field(default=max_code if nan is None else nan))],
+                         bases=(Minifloat,), frozen=True,
+                         namespace={"name": name, "ebits": exponent, "mbits": mantissa, "bias": bias,
+                                    "max_code": max_code, "bits": bits, "INF_CODE": inf, "__doc__": doc,
+                                    "HW_DTYPE": f"tl.{hw}" if hw else None,
+                                    "HW_NAN": nan if hw else None})
+    cls.__module__ = __name__
+    return cls
+
+
+def element_formats() -> Dict[str, type]:
+    """The element formats dsl/library.ql declares, by name."""
+    from .spec import library_formats
+    return library_formats()
+
+
+def __getattr__(name: str):
+    """E2M1, E4M3, E5M2: the library's declarations, for Python callers (tests, the reference)."""
+    if name in ("E2M1", "E4M3", "E5M2"):
+        return element_formats()[name.lower()]
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -325,7 +350,7 @@ class F32Scale:
         if self.store == "ue8m0":
             return E8M0.dequant_reference(stored)
         if self.store == "e4m3":
-            return E4M3.decode(stored.long())
+            return element_formats()["e4m3"].decode(stored.long())
         return stored.float()
 
 
@@ -359,6 +384,5 @@ def _ceil_log2(x: torch.Tensor) -> torch.Tensor:
     return torch.where(m == 0.5, ex.long() - 1, ex.long())
 
 
-ELEMENT_FORMATS: Dict[str, type] = {"e2m1": E2M1, "e4m3": E4M3, "e5m2": E5M2}
 SCALE_FORMATS: Dict[str, type] = {"e8m0": E8M0, "f32": F32Scale}
 INPUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

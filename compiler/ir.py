@@ -17,7 +17,8 @@ from quantlay.dsl.ast import Span
 from quantlay.errors import SpecError, did_you_mean
 
 from .expr import Expr, Var, cdiv
-from .formats import (E2M1, E8M0, E8M0_MODES, ELEMENT_FORMATS, INPUT_DTYPES, SCALE_FORMATS, TIE_RULES,
+from .formats import (E8M0, E8M0_MODES, INPUT_DTYPES, MINIFLOAT_ARGS, SCALE_FORMATS, TIE_RULES, Minifloat,
+                      minifloat_class,
                       ZERO_SIGN_RULES)
 from .layout import COLS, ROWS, Chain, Factor, Layout
 
@@ -94,7 +95,7 @@ class StoreIR:
 class DirectionIR:
     name: str
     block: Tuple[int, int]
-    element: E2M1
+    element: Minifloat
     scale: E8M0
     data: StoreIR
     scale_store: StoreIR
@@ -279,6 +280,52 @@ class _Scope:
     layouts: Dict[str, Layout] = field(default_factory=dict)
     layout_spans: Dict[str, Span] = field(default_factory=dict)
     profiles: Dict[str, ast.Profile] = field(default_factory=dict)
+    elements: Dict[str, type] = field(default_factory=dict)  # element formats: format NAME = minifloat(...)
+
+
+def _build_minifloat(decl: ast.FormatDecl) -> type:
+    """The class of a `format NAME = minifloat(...)` declaration, its settings checked."""
+    call = decl.definition
+    _check_identifier(decl.name, "format", decl.span)
+    if call.name != "minifloat":
+        raise _err(f"format {decl.name} = {call.name}(...): formats are declared as minifloat(...)", call.span,
+                   "write format NAME = minifloat(exponent: E, mantissa: M, bias: B, max_code: C)")
+    kwargs = {}
+    for arg in call.args:
+        if arg.key not in MINIFLOAT_ARGS:
+            raise _err(f"minifloat has no setting '{arg.key}'", arg.span,
+                       did_you_mean(arg.key, MINIFLOAT_ARGS) or f"settings: {', '.join(MINIFLOAT_ARGS)}")
+        if arg.key in kwargs:
+            raise _err(f"minifloat sets '{arg.key}' twice", arg.span, "keep one")
+        kind, choices, *rng = MINIFLOAT_ARGS[arg.key]
+        kwargs[arg.key] = _arg_value(arg, kind, choices, *rng)
+    missing = [k for k in ("exponent", "mantissa", "bias", "max_code") if k not in kwargs]
+    if missing:
+        raise _err(f"format {decl.name} does not say its {', '.join(missing)}", call.span,
+                   "a minifloat needs exponent, mantissa, bias and max_code")
+    bits = 1 + kwargs["exponent"] + kwargs["mantissa"]
+    if bits > 8:
+        raise _err(f"format {decl.name}: 1 + {kwargs['exponent']} + {kwargs['mantissa']} = {bits} bits; codes "
+                   f"are at most 8 bits", call.span)
+    mag = 1 << (bits - 1)
+    for key in ("max_code", "inf", "nan"):
+        limit = (1 << bits) if key == "nan" else mag
+        if key in kwargs and kwargs[key] >= limit:
+            arg = next(a for a in call.args if a.key == key)
+            raise _err(f"format {decl.name}: {key} {kwargs[key]:#x} is not a {bits}-bit "
+                       f"{'code' if key == 'nan' else 'magnitude code'}", arg.value.span,
+                       f"use a value below {limit:#x}")
+    if "hw" in kwargs and bits != 8:
+        raise _err(f"format {decl.name}: hw names an fp8 convert, but the format has {bits} bits", call.span)
+    return minifloat_class(decl.name, **kwargs)
+
+
+def declared_formats(spec: ast.SpecFile) -> Dict[str, type]:
+    """The element formats a spec file declares, by name (errors carry the file's position)."""
+    try:
+        return {f.name: _build_minifloat(f) for f in spec.formats}
+    except SpecError as exc:
+        raise exc.with_source(spec.source, spec.path) from None
 
 
 def build_layout(decl: ast.LayoutDecl) -> Layout:
@@ -524,7 +571,7 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used, groups=None
         element_call = element_call or prof.element
         scale_call = scale_call or prof.scale
     built = {}
-    for role, call, registry, schema in (("element", element_call, ELEMENT_FORMATS, _ELEMENT_ARGS),
+    for role, call, registry, schema in (("element", element_call, scope.elements, _ELEMENT_ARGS),
                                          ("scale", scale_call, SCALE_FORMATS, _SCALE_ARGS)):
         if call is not None:  # check what is there before complaining about what is missing
             built[role] = _build_format(call, registry, schema, role, role)
@@ -533,6 +580,9 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used, groups=None
             raise _err(f"{d.name} has no {role} format", d.span,
                        f"add '{role} ...' or 'profile NAME' naming a profile that declares it")
     (element, s1), (scale, s2) = built["element"], built["scale"]
+    if element.bits not in (4, 8):
+        raise _err(f"{element.name} codes have {element.bits} bits; the MX template stores 8-bit codes and 4-bit "
+                   f"codes packed two per byte", element_call.span, "declare a 4- or 8-bit format")
     settings = s1 + s2
     stores = {}
     for st in d.stores:
@@ -575,6 +625,14 @@ def build(spec: ast.SpecFile, library: Optional[ast.SpecFile] = None) -> List[Ke
 def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR]:
     scope = _Scope()
     for src in ([library] if library else []) + [spec]:
+        for decl in src.formats:
+            if decl.name in scope.elements:
+                raise _err(f"format '{decl.name}' is already declared", decl.span, "choose another name")
+            try:
+                scope.elements[decl.name] = _build_minifloat(decl)
+            except SpecError as exc:
+                raise SpecError(exc.message, line=exc.line, column=exc.column, source=src.source,
+                                path=src.path, hint=exc.hint) from None
         for decl in src.layouts:
             if decl.name in scope.layouts:
                 where = scope.layout_spans[decl.name]
@@ -588,7 +646,7 @@ def _build(spec: ast.SpecFile, library: Optional[ast.SpecFile]) -> List[KernelIR
                 raise _err(f"profile '{prof.name}' is already declared", prof.span, "choose another name")
             if src is not spec:  # check library profiles here, so errors point into the library file
                 try:
-                    for role, call, reg, schema in (("element", prof.element, ELEMENT_FORMATS, _ELEMENT_ARGS),
+                    for role, call, reg, schema in (("element", prof.element, scope.elements, _ELEMENT_ARGS),
                                                     ("scale", prof.scale, SCALE_FORMATS, _SCALE_ARGS)):
                         if call is not None:
                             _build_format(call, reg, schema, role, role)

@@ -21,6 +21,12 @@ def library() -> ast.SpecFile:
     return parse(LIBRARY_PATH.read_text(), "dsl/library.ql")
 
 
+@functools.lru_cache(maxsize=1)
+def library_formats() -> Dict[str, type]:
+    """The element formats dsl/library.ql declares (format NAME = minifloat(...)), by name."""
+    return ir.declared_formats(library())
+
+
 def read(spec: Union[str, Path]) -> Tuple[str, Optional[str]]:
     """A spec path or spec text -> (text, display path)."""
     if isinstance(spec, str) and spec in shipped_names():  # a shipped spec by name, e.g. "mxfp8"

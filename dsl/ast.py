@@ -77,6 +77,13 @@ class Store:
 
 
 @dataclass(frozen=True)
+class FormatDecl:
+    name: str
+    definition: Call            # minifloat(exponent: ..., ...)
+    span: Span
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     element: Optional[Call]
@@ -142,3 +149,4 @@ class SpecFile:
     source: str
     path: Optional[str]
     gemms: Tuple[Gemm, ...] = ()
+    formats: Tuple[FormatDecl, ...] = ()

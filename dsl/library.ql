@@ -6,6 +6,14 @@
 # padded [rows, cols]). `fill` is the value written into every padding cell.
 
 # Plain row-major storage: physical [rows, cols].
+# Element formats: sign, exponent and mantissa bits and bias; max_code is the largest finite magnitude
+# code (codes above it are Inf, NaN or unused), inf the magnitude code of Inf where the format has one,
+# nan its NaN code (the code written for a NaN input unless a profile says otherwise; without one, the
+# largest finite), hw the fp8 type whose hardware convert rounds like the format. Saturating.
+format e2m1 = minifloat(exponent: 2, mantissa: 1, bias: 1, max_code: 0x7)
+format e4m3 = minifloat(exponent: 4, mantissa: 3, bias: 7, max_code: 0x7E, nan: 0x7F, hw: float8e4nv)
+format e5m2 = minifloat(exponent: 5, mantissa: 2, bias: 15, max_code: 0x7B, inf: 0x7C, nan: 0x7F, hw: float8e5)
+
 layout row_major(rows, cols) = view(rows, cols)
 
 # Transposed storage: physical [cols, rows] (columnwise buffers of ROCm TE, docs/formats-and-layouts.md §7).

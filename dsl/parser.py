@@ -29,7 +29,7 @@ _READABLE = {
 }
 _KEYWORDS = ("layout", "profile", "kernel", "option", "blocks", "element", "scale", "store", "as",
              "if", "not", "view", "permute", "pad", "fill", "data", "segmented", "groups", "gemm",
-             "accumulate")
+             "accumulate", "format")
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,6 +127,10 @@ class _ToAst(Transformer):
     def scale_stmt(self, items):
         return ("scale", items[0])
 
+    def format_decl(self, items):
+        name, definition = items
+        return ast.FormatDecl(str(name), definition, _tspan(name))
+
     # profiles and kernels -----------------------------------------------------------------------
     @v_args(meta=True)
     def profile_decl(self, meta, items):
@@ -222,7 +226,8 @@ def parse(text: str, path: Optional[str] = None) -> ast.SpecFile:
         layouts=tuple(i for i in items if isinstance(i, ast.LayoutDecl)),
         profiles=tuple(i for i in items if isinstance(i, ast.Profile)),
         kernels=tuple(i for i in items if isinstance(i, ast.Kernel)),
-        source=text, path=path, gemms=tuple(i for i in items if isinstance(i, ast.Gemm)))
+        source=text, path=path, gemms=tuple(i for i in items if isinstance(i, ast.Gemm)),
+        formats=tuple(i for i in items if isinstance(i, ast.FormatDecl)))
 
 
 def _syntax_error(exc, text, path) -> SpecError:

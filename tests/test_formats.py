@@ -6,7 +6,7 @@ import torch
 
 from quantlay.formats import E2M1, E8M0
 
-GRID = E2M1.GRID
+GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # docs/formats-and-layouts.md §1: magnitudes of codes 0..7
 MIDS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
 # docs/formats-and-layouts.md §1: result of each midpoint under each tie rule
 TIE_TABLE = {
@@ -122,3 +122,7 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
     assert E2M1(ties="even", zero_sign="negative_only", nan=0).bf16x2_rules
     for other in (dict(zero_sign="sign_bit"), dict(nan=7), dict(ties="zero")):
         assert not E2M1(**{"ties": "even", "zero_sign": "negative_only", "nan": 0, **other}).bf16x2_rules
+
+
+def test_the_declared_e2m1_has_the_documented_grid():
+    assert E2M1.grid() == GRID and E2M1.bits == 4 and E2M1().nan == 0x7
