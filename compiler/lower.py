@@ -145,7 +145,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
         # Compiled kernels encode bf16 input in bf16x2 PTX: x times a power of two is exact in bf16, and
         # the E8M0 multiplier is one. NaN blocks need the per-block NaN rule (their constants zero them).
-        "bf16x2": dtype == "bf16" and el.bf16x2_rules and by_block,
+        "bf16x2": dtype == "bf16" and el.bf16x2_rules and by_block and not d.block2d,
         **_element_ctx(el),
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }
@@ -225,9 +225,6 @@ def _bcast(j: int, n: int) -> str:
 def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTable,
                  oriented: bool) -> Dict[str, object]:
     """`oriented`: the direction's tile is the transposed input tile (see transposed_tile)."""
-    if o.role == "data" and o.pack_axis is not None and d.block2d:
-        raise SpecError(f"{o.key}: packed 4-bit data with square blocks is not supported by the MX template",
-                        line=o.spans[0].line if o.spans else None, column=o.spans[0].column if o.spans else None)
     if o.role == "data" and o.pack_axis is not None and o.pack_axis != d.block_axis:
         raise SpecError(f"{o.key}: packing along the {'rows' if o.pack_axis == ROWS else 'cols'} of a "
                         f"{d.name} direction is not supported by the MX template; pack along the block axis "

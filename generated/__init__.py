@@ -35,6 +35,7 @@ VARIANTS = {
     ('fp8_segment_m', (('fused_rowwise', True),)): 'fp8_segment_m__fr1__65b84838',
     ('fp8_segment_m_transposed', ()): 'fp8_segment_m_transposed__bee43e88',
     ('fp8_segment_m_transposed_pow2', ()): 'fp8_segment_m_transposed_pow2__1a1d89bb',
+    ('mxfp4_32x32_hw', ()): 'mxfp4_32x32_hw__4200edc3',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss0__742f14c2',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_hw__srd0_scd0_wgss1__637fff9c',
     ('mxfp4_cast_transpose_hw', (('shuffle_rowwise_data', False), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_hw__srd0_scd1_wgss0__8da09698',
