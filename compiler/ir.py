@@ -290,15 +290,7 @@ def _build_minifloat(decl: ast.FormatDecl) -> type:
     if call.name != "minifloat":
         raise _err(f"format {decl.name} = {call.name}(...): formats are declared as minifloat(...)", call.span,
                    "write format NAME = minifloat(exponent: E, mantissa: M, bias: B, max_code: C)")
-    kwargs = {}
-    for arg in call.args:
-        if arg.key not in MINIFLOAT_ARGS:
-            raise _err(f"minifloat has no setting '{arg.key}'", arg.span,
-                       did_you_mean(arg.key, MINIFLOAT_ARGS) or f"settings: {', '.join(MINIFLOAT_ARGS)}")
-        if arg.key in kwargs:
-            raise _err(f"minifloat sets '{arg.key}' twice", arg.span, "keep one")
-        kind, choices, *rng = MINIFLOAT_ARGS[arg.key]
-        kwargs[arg.key] = _arg_value(arg, kind, choices, *rng)
+    kwargs = _call_kwargs(call, MINIFLOAT_ARGS)
     missing = [k for k in ("exponent", "mantissa", "bias", "max_code") if k not in kwargs]
     if missing:
         raise _err(f"format {decl.name} does not say its {', '.join(missing)}", call.span,
@@ -435,13 +427,9 @@ _SCALE_ARGS = {
 }
 
 
-def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
-    if call.name not in registry:
-        raise _err(f"unknown {role} format '{call.name}'", call.span,
-                   did_you_mean(call.name, registry) or f"known: {', '.join(registry)}")
-    if role == "scale":
-        schema = schema[call.name]
-    kwargs, settings = {}, []
+def _call_kwargs(call: ast.Call, schema) -> Dict[str, object]:
+    """A call's settings by name, each checked against `schema` (name -> (kind, choices, range))."""
+    kwargs: Dict[str, object] = {}
     for arg in call.args:
         if arg.key not in schema:
             raise _err(f"{call.name} has no setting '{arg.key}'", arg.span,
@@ -450,7 +438,17 @@ def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
             raise _err(f"{call.name} sets '{arg.key}' twice", arg.span, "keep one")
         kind, choices, *rng = schema[arg.key]
         kwargs[arg.key] = _arg_value(arg, kind, choices, *rng)
-        settings.append(Setting(f"{prefix}.{arg.key}", arg.span))
+    return kwargs
+
+
+def _build_format(call: ast.Call, registry, schema, role: str, prefix: str):
+    if call.name not in registry:
+        raise _err(f"unknown {role} format '{call.name}'", call.span,
+                   did_you_mean(call.name, registry) or f"known: {', '.join(registry)}")
+    if role == "scale":
+        schema = schema[call.name]
+    kwargs = _call_kwargs(call, schema)
+    settings = [Setting(f"{prefix}.{arg.key}", arg.span) for arg in call.args]
     cls = registry[call.name]
     bits = getattr(cls, "bits", 8)
     if "nan" in kwargs and kwargs["nan"] >= 1 << bits:
