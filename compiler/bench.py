@@ -239,7 +239,7 @@ def _rows_per_group(G: int):
     return lambda M, N, K: None if M >= 512 * G else f"fewer than 512 rows per group ({M} rows, {G} groups)"
 
 
-def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc"):
+def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: Optional[str] = None):
     from quantlay.generated import find
     mod = find(name)
     g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
@@ -250,8 +250,9 @@ def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc"):
         a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
         grad = torch.zeros(G, N, K, device="cuda")
         offs = a.extras["padded_offsets"]
-        return (lambda: mod.gemm(a, b, offs, out=grad)), 2 * M * N * K
-    return Entry(f"quantlay {name} G={G} equal", make, _rows_per_group(G), kernel_hash=_hash(mod), group="gemm")
+        return (lambda: mod.gemm(a, b, offs, out=grad, backend=backend)), 2 * M * N * K
+    return Entry(f"quantlay {name} G={G} equal{f' [{backend}]' if backend else ''}", make, _rows_per_group(G),
+                 kernel_hash=_hash(mod), group="gemm")
 
 
 def _torchao():
@@ -309,7 +310,8 @@ def gemm_entries() -> List[Entry]:
             + [_quantlay_dense("fp8_gemm_fprop", "triton")]
             + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
             + [_quantlay_wgrad(G, n) for n in ("fp8_gemm_grouped_wgrad_acc", "fp8_gemm_grouped_wgrad_t_acc")
-               for G in (8, 64)] + gemm_peer_entries())
+               for G in (8, 64)]
+            + [_quantlay_wgrad(G, "fp8_gemm_grouped_wgrad_t_acc", "gluon") for G in (8, 64)] + gemm_peer_entries())
 
 
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {

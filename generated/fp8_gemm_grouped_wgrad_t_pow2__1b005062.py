@@ -17,6 +17,10 @@ from typing import List, Mapping, Optional
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor
@@ -39,7 +43,10 @@ BK = 128  # the K block both operands' scales cover
 CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 128, 8, 4, 8), (64, 128, 4, 4, 8),
            (128, 64, 4, 4, 8), (64, 64, 4, 3, 8), (128, 128, 8, 3, 1), (64, 128, 4, 3, 16), (128, 256, 8, 3, 8)]
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 128, 128, 8, 3, 8  # default launch configuration
-BACKENDS = ("triton",)
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
+HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
+HOPPER_DEFAULT = False  # False: taken on backend="gluon" only, until its GPU tests have run
+BACKENDS = ("gluon", "triton",)
 
 
 @triton.jit
@@ -164,6 +171,177 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_
         tl.store(c_ptr + c_off, acc, mask=mask)
 
 
+# ---- Hopper path (Gluon) -------------------------------------------------------------------------
+
+
+@gluon.jit
+def _hopper_store(c_ptr, acc, i, j, rows, N):
+    """A finished tile: rows i (those inside the output: `rows`), columns j < N."""
+    mask = rows[:, None] & (j[None, :] < N)
+    c_off = i[:, None] * N + j[None, :]
+    gl.store(c_ptr + c_off, acc, mask=mask)
+
+
+@gluon.jit
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+    """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
+    64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
+    HM: gl.constexpr = BLOCK_M // 2
+    num_n = gl.cdiv(N, BLOCK_N)
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_tiles = G * num_m * num_n
+    it = 0
+    for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        # group g's [M, N] output, its tiles in GROUP_M order; its tokens are the padded rows [lo, hi)
+        g = t // (num_m * num_n)
+        tg = t % (num_m * num_n)
+        width = GROUP_M * num_n
+        first_m = (tg // width) * GROUP_M
+        size_m = gl.minimum(num_m - first_m, GROUP_M)
+        pid_n = (tg % width) // size_m
+        row0 = (first_m + (tg % width) % size_m) * BLOCK_M
+        row_end = M
+        kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
+        kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
+        found = True
+        if found:
+            j0 = pid_n * BLOCK_N
+            for kb in range(kb_lo, kb_hi):
+                st = it % STAGES
+                mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
+                bar = ready.index(st)
+                mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                k0 = kb * 128
+                tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
+                tma.async_copy_global_to_shared(a_desc, [row0 + HM, k0], bar, a_bufs.index(2 * st + 1))
+                tma.async_copy_global_to_shared(b_desc, [j0, k0], bar, b_bufs.index(st))
+                it += 1
+
+
+@gluon.jit
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, HALF: gl.constexpr,
+                     B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+    """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
+    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales."""
+    HM: gl.constexpr = BLOCK_M // 2
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
+    num_n = gl.cdiv(N, BLOCK_N)
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_tiles = G * num_m * num_n
+    zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
+    it = 0
+    for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        # group g's [M, N] output, its tiles in GROUP_M order; its tokens are the padded rows [lo, hi)
+        g = t // (num_m * num_n)
+        tg = t % (num_m * num_n)
+        width = GROUP_M * num_n
+        first_m = (tg // width) * GROUP_M
+        size_m = gl.minimum(num_m - first_m, GROUP_M)
+        pid_n = (tg % width) // size_m
+        row0 = (first_m + (tg % width) % size_m) * BLOCK_M
+        row_end = M
+        kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
+        kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
+        if IDX64:  # the output's group offset g * M * N may pass 2^31
+            g = g.to(gl.int64)
+        found = True
+        if found:
+            i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+            j0 = pid_n * BLOCK_N
+            if IDX64:
+                i = i.to(gl.int64)
+                j = j.to(gl.int64)
+                j0 = j0.to(gl.int64)
+            acc = zero
+            for kb in range(kb_lo, kb_hi):
+                st = it % STAGES
+                # the block's scales: one per row of a; one per column of b, or one for the whole tile
+                # where b's scale block covers the tile (B_SCALAR)
+                r = kb * 128
+                c = i
+                r = r // 128
+                s = gl.load(as_ptr + ((c * s1) + r), mask=i < row_end, other=0.0)
+                sa = s
+                if B_SCALAR:
+                    r = kb * 128
+                    c = j0
+                    r = r // 128
+                    s = gl.load(bs_ptr + ((c * s1) + r), mask=j0 < N, other=0.0)
+                    scale = sa[:, None] * s
+                else:
+                    r = kb * 128
+                    c = j
+                    r = r // 128
+                    s = gl.load(bs_ptr + ((c * s1) + r), mask=j < N, other=0.0)
+                    scale = sa[:, None] * s[None, :]
+                mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                  is_async=True)
+                p = warpgroup_mma_wait(0, deps=(p, ))
+                mbarrier.arrive(empty.index(st), count=1)
+                it += 1
+                acc += p * scale
+            _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)  # zeros for a group without tokens
+
+
+@gluon.jit
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+    """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
+    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for st in gl.static_range(STAGES):
+        mbarrier.init(ready.index(st), count=1)
+        mbarrier.init(empty.index(st), count=2)
+    gl.warp_specialize([
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+    ], [4, 1], [232, 40])
+
+
+def _hopper_reason(a_data, b_data, M, N, K, phys):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90, the GPUs its tests ran on."""
+    if not a_data.is_cuda:
+        return "the operands are not on a CUDA device"
+    if torch.cuda.get_device_capability(a_data.device) != (9, 0):
+        return f"{torch.cuda.get_device_name(a_data.device)} is not an sm_90 GPU (H100, H200)"
+    if min(M, N, K) == 0:
+        return "a dimension is empty"
+    for name, t in (("a", a_data), ("b", b_data)):
+        rows, cols = phys[f"{name}_data"]
+        if t.data_ptr() % 16 or cols % 16:
+            return (f"operand {name}'s rows of {cols} bytes (or its base address) are not 16-byte aligned, "
+                    f"as TMA needs")
+    return None
+
+
+def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys, stages=None):
+    bm, bn = HOPPER_BLOCK
+    stages = stages or HOPPER_STAGES
+    G = offsets.numel() - 1 if offsets is not None else 1
+    descs = []
+    for t, key, dtype, gdtype, rows in ((a_data, "a_data", torch.float8_e4m3fn, gl.float8e4nv, bm // 2),
+                                         (b_data, "b_data", torch.float8_e4m3fn, gl.float8e4nv, bn)):
+        shape = list(phys[key])
+        layout = gl.NVMMASharedLayout.get_default_for([rows, BK], gdtype)
+        descs.append(TensorDescriptor(t.view(dtype), shape, [shape[1], 1], [rows, BK], layout))
+    numel = max(out.numel(), *(t.numel() for t in (a_data, a_scale, b_data, b_scale)))
+    idx64 = runtime.needs_int64(numel, M * K, N * K)
+    tiles = G * triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    extra = (offsets, G)
+    meta = {}
+    b_scalar = 1 % bn == 0
+    grid = (min(tiles, runtime.sm_count(a_data.device)),)
+    _hopper_kernel[grid](*descs, a_scale, b_scale, out, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
+                         B_SCALAR=b_scalar, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
+                         num_warps=4, maxnreg=168, **meta)
+    return out
+
+
 def _sizes(M, N, K, G):
     """The kernel's size arguments (functions of M, N, K and G)."""
     s0 = (K + (G * 128))
@@ -204,6 +382,14 @@ def dims(a_shape, b_shape, G=1):
 def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_m=None, block_n=None,
             num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
+    tiles_given = any(v is not None for v in (block_m, block_n, num_warps, num_stages, group_m))
+    if backend == "gluon" or (backend is None and not tiles_given and HOPPER_DEFAULT):
+        why = _hopper_reason(a_data, b_data, M, N, K, _physical(M, N, K, G))
+        if why is None:
+            return _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, _physical(M, N, K, G),
+                                  num_stages)
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's for this size on this GPU (quantlay tune), else the default
     cfg = dict(zip(("block_m", "block_n", "num_warps", "num_stages", "group_m"),
                    (BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M)))
@@ -238,7 +424,8 @@ def gemm(a, b, offsets, out=None, block_m=None, block_n=None, num_warps=None, nu
     (result.extras["padded_offsets"]); both operands come from that cast of the same groups.
     `out`: an optional preallocated output. block_m, block_n, num_warps, num_stages and
     group_m change speed only.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one.
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, unless
+    tile settings are given; elsewhere the Triton kernel); "triton" or "gluon" forces one.
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "

@@ -39,9 +39,11 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
     descs = [TensorDescriptor(bufs[key].view(torch.float8_e4m3fn), list(phys[key]), [phys[key][1], 1], [rows, 128],
                               gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv))
              for key, rows in (("a_data", bm // 2), ("b_data", bn))]
-    extra, meta = ((torch.zeros(G + 1, dtype=torch.int64), G), {"GP": 8}) if mod.GROUPS else ((), {})
-    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], torch.zeros(M, N, dtype=torch.bfloat16),
-                                     M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra, B_SCALAR=True, BLOCK_M=bm,
+    extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
+    meta = {"GP": 8} if mod.GROUPS == "rows" else {}
+    out = (torch.zeros(G, M, N) if mod.GROUPS == "contraction" else torch.zeros(M, N, dtype=torch.bfloat16))
+    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], out,
+                                     M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra, B_SCALAR=mod.GROUPS != "contraction", BLOCK_M=bm,
                                      BLOCK_N=bn, STAGES=mod.HOPPER_STAGES, GROUP_M=8, IDX64=False, num_warps=4,
                                      maxnreg=168, grid=(132,), **meta)
 

@@ -135,9 +135,10 @@ def both(name, *args):
     return mod.gemm(*args, backend="gluon"), mod.gemm(*args, backend="triton")
 
 
-def test_hopper_kernels_cover_dense_and_grouped_rows():
+def test_hopper_kernels_cover_dense_grouped_rows_and_wgrad():
     assert {"fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte", "fp8_gemm_fprop_deepgemm",
-            "fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad"} <= set(HOPPER)
+            "fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad", "fp8_gemm_grouped_wgrad_t",
+            "fp8_gemm_grouped_wgrad_t_acc"} <= set(HOPPER)
 
 
 @sm90
@@ -168,6 +169,28 @@ def test_hopper_grouped_rows_exact(kind, name, N):
     yg, yt = both(name, a, b, offs)
     expect(g, yg, reference.gemm(g, a, b, offs), exact=True)
     assert torch.equal(yg, yt)
+
+
+@sm90
+@pytest.mark.parametrize("kind", sorted(LENS))
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_pow2"])
+def test_hopper_wgrad_exact_and_accumulate(kind, name):
+    """Over each group's tokens (0, 1, 127, 129, 4096 and 64 random groups): written, then added into a
+    buffer of ones (a group without tokens leaves it untouched)."""
+    g = GEMMS[name]
+    lens = lens_of(kind)
+    G, T, M, N = len(lens), sum(lens), 576, 384
+    t = torch.tensor(lens, device=DEVICE)
+    a, b = engineered(g.a, (T, M), G=G, lens=t, seed=6), engineered(g.b, (T, N), G=G, lens=t, seed=7)
+    offs = a.extras["padded_offsets"]
+    yg, yt = both(name, a, b, offs)
+    ref = reference.gemm(g, a, b, offs)
+    expect(g, yg, ref, exact=True)
+    assert torch.equal(yg, yt)
+    buf = torch.ones(G, M, N, device=DEVICE)
+    find(name + "_acc").gemm(a, b, offs, out=buf, backend="gluon")
+    want = torch.stack([torch.ones(M, N) if n == 0 else ref[i].cpu() + 1 for i, n in enumerate(lens)])
+    assert torch.equal(buf.cpu(), want)
 
 
 @sm90
