@@ -98,8 +98,8 @@ def test_subnormal_amax_floor():
 
 
 def test_lowering_errors_name_the_file_and_point_at_the_line(tmp_path):
-    # passes the parser and the IR rules; only the lowering knows packed data has no 2-D block path
-    spec = ("kernel k(x: bf16[M, N]) {\n    rowwise blocks 32x32 profile mxfp4_hw {\n"
+    # passes the parser and the IR rules; only the lowering knows the template packs along the block axis
+    spec = ("kernel k(x: bf16[M, N]) {\n    colwise blocks 32x1 profile mxfp4_hw {\n"
             "        store data as packed(low: even)\n        store scale as row_major\n    }\n}\n")
     p = tmp_path / "square.ql"
     p.write_text(spec)
