@@ -126,7 +126,7 @@ def _generated_entries(spec_name: str, group: str) -> List[Entry]:
     out = []
     for kernel in specmod.load(specmod.SPECS_DIR / spec_name):
         settings = [{}] if not kernel.options else [dict.fromkeys(kernel.options, v) for v in (False, True)]
-        two_level = any(getattr(d.scale, "tensor_scale", False) for d in kernel.directions)
+        two_level = any(d.scale.tensor_scale for d in kernel.directions)
         for opts in settings:
             mod = find(kernel.name, **opts)
             # two-level kernels: the tensor scale computed (x read twice, both reads counted) or given

@@ -204,6 +204,7 @@ class E8M0:
     e0_multiplier: str = "exact"  # quantize multiplier at e == 0: exact (2^127) | one (1.0)
 
     name = "e8m0"
+    tensor_scale = False  # no per-tensor second level (F32Scale's option)
 
     def even_add(self, element) -> int:
         """The constant added to amax's bits in EVEN mode: 2^(22 - mbits)."""

@@ -409,7 +409,6 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "segment_rows": next((d.block[0] for d in variant.directions if d.segmented), None),
         "canonical": variant.canonical().splitlines(),
         # two-level scaling: the per-tensor fp32 scale amax(x) / divisor, given or computed on the device
-        "tensor_scale": _py_float(tsd[0]) if (tsd := [d.scale.tensor_scale_divisor(d.element)
-                                                      for d in variant.directions
-                                                      if getattr(d.scale, "tensor_scale", False)]) else None,
+        "tensor_scale": next((_py_float(d.scale.tensor_scale_divisor(d.element)) for d in variant.directions
+                              if d.scale.tensor_scale), None),
     }

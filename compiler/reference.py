@@ -7,7 +7,7 @@ against it, bit for bit.
 """
 from __future__ import annotations
 
-from typing import Optional, Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +43,7 @@ def block_amax(x: torch.Tensor, d: DirectionIR) -> Tuple[torch.Tensor, torch.Ten
 def tensor_scale_of(variant: VariantIR, x: torch.Tensor, given=None) -> Optional[torch.Tensor]:
     """The per-tensor fp32 scale (1 element) of a two-level kernel: `given`, else amax(x) / divisor; None
     for kernels without one."""
-    d = next((d for d in variant.directions if getattr(d.scale, "tensor_scale", False)), None)
+    d = next((d for d in variant.directions if d.scale.tensor_scale), None)
     if d is None:
         return None
     if given is not None:
@@ -55,10 +55,7 @@ def quantize_direction(x: torch.Tensor, d: DirectionIR, ts=None) -> Tuple[torch.
     """Logical codes [M, N] (uint8, one code per element) and stored scales for one direction."""
     M, N = x.shape
     amax, xp = block_amax(x, d)
-    if getattr(d.scale, "tensor_scale", False):
-        e, mult = d.scale.scales_reference(amax, d.element, ts)
-    else:
-        e, mult = d.scale.scales_reference(amax, d.element)
+    e, mult = d.scale.scales_reference(amax, d.element, *((ts,) if d.scale.tensor_scale else ()))
     B = d.block_size
     full = mult
     if d.block[1] > 1:
@@ -142,7 +139,7 @@ def dequantize(variant: VariantIR, direction: str, outputs: Dict[str, torch.Tens
     codes = logical_view(variant.output(f"{direction}_data"), outputs[f"{direction}_data"], M, N)
     e = logical_view(variant.output(f"{direction}_scale"), outputs[f"{direction}_scale"], M, N)
     scale = d.scale.dequant_reference(e)
-    if getattr(d.scale, "tensor_scale", False):
+    if d.scale.tensor_scale:
         scale = scale * outputs["tensor_scale"].float().reshape(()).to(scale.device)
     full = scale
     if d.block[1] > 1:

@@ -378,10 +378,10 @@ def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_
     G = offsets.numel() - 1 if offsets is not None else 1
     tiles_given = any(v is not None for v in (block_m, block_n, num_warps, num_stages, group_m))
     if backend == "gluon" or (backend is None and not tiles_given and HOPPER_DEFAULT):
-        why = _hopper_reason(a_data, b_data, M, N, K, _physical(M, N, K, G))
+        phys = _physical(M, N, K, G)
+        why = _hopper_reason(a_data, b_data, M, N, K, phys)
         if why is None:
-            return _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, _physical(M, N, K, G),
-                                  num_stages)
+            return _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys, num_stages)
         if backend == "gluon":
             raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's for this size on this GPU (quantlay tune), else the default
