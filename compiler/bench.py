@@ -245,7 +245,7 @@ def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: O
     g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
     cast = find(g.a.variant.kernel.name)
 
-    def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], added into main_grad
+    def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], written or added into main_grad
         lens = torch.tensor(_lens(M, G, False), device="cuda")
         a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
         grad = torch.zeros(G, N, K, device="cuda")
@@ -311,7 +311,8 @@ def gemm_entries() -> List[Entry]:
             + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
             + [_quantlay_wgrad(G, n) for n in ("fp8_gemm_grouped_wgrad_acc", "fp8_gemm_grouped_wgrad_t_acc")
                for G in (8, 64)]
-            + [_quantlay_wgrad(G, "fp8_gemm_grouped_wgrad_t_acc", "gluon") for G in (8, 64)] + gemm_peer_entries())
+            + [_quantlay_wgrad(G, n, "gluon") for n in ("fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t")
+               for G in (8, 64)] + gemm_peer_entries())
 
 
 REGISTRY: Dict[str, Callable[[], List[Entry]]] = {

@@ -32,8 +32,6 @@ GROUPINGS = ("rows", "contraction")
 OUT_DTYPES = {"bf16": ("tl.bfloat16", "torch.bfloat16"), "fp32": ("tl.float32", "torch.float32")}
 TORCH_FP8 = {"tl.float8e4nv": "torch.float8_e4m3fn", "tl.float8e5": "torch.float8_e5m2"}
 GLUON_GROUPS = (None, "rows", "contraction")  # the groupings the Hopper (Gluon) kernel covers
-# ... and those it runs by default (the others on backend="gluon" only, until their GPU tests have run)
-GLUON_DEFAULT = (None, "rows")
 
 
 def _err(msg: str, span: Optional[Span], hint: Optional[str] = None) -> SpecError:
@@ -252,7 +250,6 @@ def lower(g: GemmIR) -> Dict[str, object]:
         "BK": g.k_block,
         # a Hopper kernel (Gluon: TMA, warp-specialized, two consumer warpgroups) beside the Triton one
         "gluon": g.k_block == 128 and g.groups in GLUON_GROUPS and a["tma"] and b["tma"],
-        "gluon_default": g.groups in GLUON_DEFAULT,
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "canonical": g.canonical().splitlines(),
     }

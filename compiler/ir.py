@@ -248,8 +248,8 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
         text = f"segments({d.block[0]})|" + (text or "row_major")
     conds = tuple((s.layout.name, s.condition[1] if s.condition else None) for s in stages)
     rows, cols = M, N
-    if d.segmented:  # upper bound on the padded rows: no device-to-host sync for the real total
-        rows = M + Var("G") * d.block[0]
+    if d.segmented:  # upper bound on the padded rows (no device-to-host sync for the real total), whole
+        rows = (cdiv(M, d.block[0]) + Var("G")) * d.block[0]  # blocks so that rows of the transpose align for TMA
     if store.target == "scale":
         if d.block[0] > 1:
             rows = cdiv(rows, d.block[0])

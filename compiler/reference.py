@@ -87,9 +87,10 @@ def unpack(packed: torch.Tensor, axis: int, low: str) -> torch.Tensor:
 
 def segment_rows(x2: torch.Tensor, group_lens, B: int):
     """docs/formats-and-layouts.md §4: each group's rows padded with zero rows to a multiple of B, in an upper-bound
-    buffer of M + B*G rows; returns (padded rows, padded offsets [G+1])."""
+    buffer of (cdiv(M, B) + G) * B rows; returns (padded rows, padded offsets [G+1])."""
     lens = [int(v) for v in torch.as_tensor(group_lens).cpu().tolist()]
-    out = torch.zeros(x2.shape[0] + B * len(lens), x2.shape[1], dtype=x2.dtype, device=x2.device)
+    rows = (-(-x2.shape[0] // B) + len(lens)) * B
+    out = torch.zeros(rows, x2.shape[1], dtype=x2.dtype, device=x2.device)
     offs, src, dst = [0], 0, 0
     for n in lens:
         out[dst:dst + n] = x2[src:src + n]

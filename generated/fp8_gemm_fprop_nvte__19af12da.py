@@ -18,7 +18,8 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from quantlay import runtime
@@ -46,7 +47,7 @@ CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 12
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
-HOPPER_DEFAULT = True  # False: taken on backend="gluon" only, until its GPU tests have run
+HOPPER_STAGES_FP32_OUT = 4  # an fp32 output's two staging buffers take one stage's shared memory
 BACKENDS = ("gluon", "triton",)
 
 
@@ -174,14 +175,19 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s
 
 
 @gluon.jit
-def _hopper_store(c_ptr, acc, i, j, rows, N):
-    """A finished tile: rows i (those inside the output: `rows`), columns j < N."""
-    mask = rows[:, None] & (j[None, :] < N)
-    c_off = i[:, None] * N + j[None, :]
-    # fp32 -> bf16 rounded to nearest even, in the Triton kernel's integer arithmetic
+def _hopper_value(acc):
+    """The output's values of an fp32 tile: rounded to bf16, nearest even, in the Triton kernel's integer arithmetic."""
     bits = acc.to(gl.int32, bitcast=True)
     bits = gl.where(acc != acc, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
-    gl.store(c_ptr + c_off, (bits >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True), mask=mask)
+    return (bits >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+
+
+@gluon.jit
+def _hopper_store(c_ptr, acc, i, j, rows, N):
+    """A finished tile by pointers: rows i (those inside the output: `rows`), columns j < N."""
+    mask = rows[:, None] & (j[None, :] < N)
+    c_off = i[:, None] * N + j[None, :]
+    gl.store(c_ptr + c_off, _hopper_value(acc), mask=mask)
 
 
 @gluon.jit
@@ -216,10 +222,13 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s3, HALF: gl.constexpr,
-                     B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3,
+                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
-    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales."""
+    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales.
+    A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
+    which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
+    c_buf by TMA during the MMAs; c_bar says when); other halves leave by pointers."""
     HM: gl.constexpr = BLOCK_M // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
     num_n = gl.cdiv(N, BLOCK_N)
@@ -227,6 +236,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
     num_tiles = num_m * num_n
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     it = 0
+    loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         width = GROUP_M * num_n
         first_m = (t // width) * GROUP_M
@@ -243,6 +253,9 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
                 j0 = j0.to(gl.int64)
+            r0 = row0 + HALF * HM
+            # this half leaves by TMA where all its rows belong to the output (to its group); a group of
+            # the weight gradient without tokens stores zeros
             acc = zero
             for kb in range(KB):
                 st = it % STAGES
@@ -274,13 +287,27 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
                 mbarrier.arrive(empty.index(st), count=1)
                 it += 1
                 acc += p * scale
-            _hopper_store(c_ptr, acc, i, j, i < row_end, N)
+            if C_TMA:
+                if (r0 + HM <= row_end) & (True):
+                    tma.store_wait(0)  # the previous tile's store has left c_buf
+                    c_buf.store(_hopper_value(acc))
+                    fence_async_shared()
+                    tma.async_copy_shared_to_global(c_desc, [r0, pid_n * BLOCK_N], c_buf)
+                elif True:
+                    _hopper_store(c_ptr, acc, i, j, i < row_end, N)
+            elif True:
+                _hopper_store(c_ptr, acc, i, j, i < row_end, N)
+    if C_TMA:
+        tma.store_wait(0)
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s3, B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, s2, s3, B_SCALAR: gl.constexpr,
+                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
-    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done."""
+    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
+    With C_TMA, each consumer stages its finished half in its own c buffer for a TMA store (and, accumulating,
+    the tile it adds into, loaded by TMA; c_bars[half] says when it landed)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -288,9 +315,20 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s
     for st in gl.static_range(STAGES):
         mbarrier.init(ready.index(st), count=1)
         mbarrier.init(empty.index(st), count=2)
+    c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(c_bars.index(h), count=1)
+    if C_TMA:
+        c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        c0 = c_bufs.index(0)
+        c1 = c_bufs.index(1)
+    else:  # placeholders: the consumers store by pointers
+        c_desc = a_desc
+        c0 = a_bufs
+        c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s3, 0, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s3, 1, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
         (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
     ], [4, 1], [232, 40])
 
@@ -327,9 +365,17 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     extra = ()
     meta = {}
     b_scalar = 128 % bn == 0
+    # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
+    c_tma = (N * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
+    c_desc = None
+    if c_tma:
+        gdt = gl.bfloat16
+        c_layout = gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt)
+        c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn], c_layout)
+        stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
-    _hopper_kernel[grid](*descs, a_scale, b_scale, out, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
-                         B_SCALAR=b_scalar, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
+    _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
+                         B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
                          num_warps=4, maxnreg=168, **meta)
     return out
 
@@ -377,7 +423,7 @@ def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_
             num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
     tiles_given = any(v is not None for v in (block_m, block_n, num_warps, num_stages, group_m))
-    if backend == "gluon" or (backend is None and not tiles_given and HOPPER_DEFAULT):
+    if backend == "gluon" or (backend is None and not tiles_given):
         phys = _physical(M, N, K, G)
         why = _hopper_reason(a_data, b_data, M, N, K, phys)
         if why is None:

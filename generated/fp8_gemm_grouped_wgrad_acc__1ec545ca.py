@@ -168,18 +168,18 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_
 
 def _sizes(M, N, K, G):
     """The kernel's size arguments (functions of M, N, K and G)."""
-    s0 = (K + (G * 128))
-    s1 = (((K + (G * 128)) + 127) // 128)
+    s0 = ((((K + 127) // 128) + G) * 128)
+    s1 = ((((((K + 127) // 128) + G) * 128) + 127) // 128)
     return (s0, s1, )
 
 
 def _physical(M, N, K, G):
     """The physical shape of each operand buffer, as the producers write them."""
     return {
-        "a_data": ((K + (G * 128)), M),
-        "a_scale": ((((K + (G * 128)) + 127) // 128), M),
-        "b_data": ((K + (G * 128)), N),
-        "b_scale": ((((K + (G * 128)) + 127) // 128), N),
+        "a_data": (((((K + 127) // 128) + G) * 128), M),
+        "a_scale": (((((((K + 127) // 128) + G) * 128) + 127) // 128), M),
+        "b_data": (((((K + 127) // 128) + G) * 128), N),
+        "b_scale": (((((((K + 127) // 128) + G) * 128) + 127) // 128), N),
     }
 
 

@@ -19,7 +19,8 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from quantlay import runtime
@@ -45,7 +46,7 @@ CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 12
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 128, 128, 8, 3, 8  # default launch configuration
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
-HOPPER_DEFAULT = False  # False: taken on backend="gluon" only, until its GPU tests have run
+HOPPER_STAGES_FP32_OUT = 4  # an fp32 output's two staging buffers take one stage's shared memory
 BACKENDS = ("gluon", "triton",)
 
 
@@ -177,12 +178,18 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_
 
 
 @gluon.jit
+def _hopper_value(acc):
+    """The output's values of an fp32 tile."""
+    return acc
+
+
+@gluon.jit
 def _hopper_store(c_ptr, acc, i, j, rows, N):
-    """A finished tile: rows i (those inside the output: `rows`), columns j < N."""
+    """A finished tile by pointers: rows i (those inside the output: `rows`), columns j < N."""
     mask = rows[:, None] & (j[None, :] < N)
     c_off = i[:, None] * N + j[None, :]
     acc += gl.load(c_ptr + c_off, mask=mask, other=0.0)
-    gl.store(c_ptr + c_off, acc, mask=mask)
+    gl.store(c_ptr + c_off, _hopper_value(acc), mask=mask)
 
 
 @gluon.jit
@@ -222,10 +229,13 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, HALF: gl.constexpr,
-                     B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, offs_ptr, G,
+                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
-    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales."""
+    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales.
+    A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
+    which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
+    c_buf by TMA during the MMAs; c_bar says when); other halves leave by pointers."""
     HM: gl.constexpr = BLOCK_M // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
     num_n = gl.cdiv(N, BLOCK_N)
@@ -233,6 +243,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
     num_tiles = G * num_m * num_n
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     it = 0
+    loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # group g's [M, N] output, its tiles in GROUP_M order; its tokens are the padded rows [lo, hi)
         g = t // (num_m * num_n)
@@ -256,6 +267,14 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
                 j0 = j0.to(gl.int64)
+            r0 = row0 + HALF * HM
+            # this half leaves by TMA where all its rows belong to the output (to its group); a group of
+            # the weight gradient without tokens stores zeros, or leaves the buffer untouched
+            if C_TMA:
+                if (r0 + HM <= row_end) & (kb_hi > kb_lo):  # the tile it adds into, loaded while the MMAs run
+                    tma.store_wait(0)  # the previous tile's store has left c_buf
+                    mbarrier.expect(c_bar, c_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_bar, c_buf)
             acc = zero
             for kb in range(kb_lo, kb_hi):
                 st = it % STAGES
@@ -285,14 +304,29 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, 
                 mbarrier.arrive(empty.index(st), count=1)
                 it += 1
                 acc += p * scale
-            if kb_hi > kb_lo:  # a group without tokens leaves the buffer untouched
+            if C_TMA:
+                if (r0 + HM <= row_end) & (kb_hi > kb_lo):
+                    mbarrier.wait(c_bar, loads & 1)
+                    loads += 1
+                    acc += c_buf.load(mma)
+                    c_buf.store(_hopper_value(acc))
+                    fence_async_shared()
+                    tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                elif kb_hi > kb_lo:
+                    _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)
+            elif kb_hi > kb_lo:
                 _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)
+    if C_TMA:
+        tma.store_wait(0)
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, offs_ptr, G, B_SCALAR: gl.constexpr,
+                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
-    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done."""
+    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
+    With C_TMA, each consumer stages its finished half in its own c buffer for a TMA store (and, accumulating,
+    the tile it adds into, loaded by TMA; c_bars[half] says when it landed)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -300,9 +334,20 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, o
     for st in gl.static_range(STAGES):
         mbarrier.init(ready.index(st), count=1)
         mbarrier.init(empty.index(st), count=2)
+    c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(c_bars.index(h), count=1)
+    if C_TMA:
+        c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        c0 = c_bufs.index(0)
+        c1 = c_bufs.index(1)
+    else:  # placeholders: the consumers store by pointers
+        c_desc = a_desc
+        c0 = a_bufs
+        c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
         (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
     ], [4, 1], [232, 40])
 
@@ -339,27 +384,35 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     extra = (offsets, G)
     meta = {}
     b_scalar = 1 % bn == 0
+    # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
+    c_tma = (N * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
+    c_desc = None
+    if c_tma:
+        gdt = gl.float32
+        c_layout = gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt)
+        c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn], c_layout)
+        stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
-    _hopper_kernel[grid](*descs, a_scale, b_scale, out, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
-                         B_SCALAR=b_scalar, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
+    _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
+                         B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
                          num_warps=4, maxnreg=168, **meta)
     return out
 
 
 def _sizes(M, N, K, G):
     """The kernel's size arguments (functions of M, N, K and G)."""
-    s0 = (K + (G * 128))
-    s1 = (((K + (G * 128)) + 127) // 128)
+    s0 = ((((K + 127) // 128) + G) * 128)
+    s1 = ((((((K + 127) // 128) + G) * 128) + 127) // 128)
     return (s0, s1, )
 
 
 def _physical(M, N, K, G):
     """The physical shape of each operand buffer, as the producers write them."""
     return {
-        "a_data": (M, (K + (G * 128))),
-        "a_scale": (M, (((K + (G * 128)) + 127) // 128)),
-        "b_data": (N, (K + (G * 128))),
-        "b_scale": (N, (((K + (G * 128)) + 127) // 128)),
+        "a_data": (M, ((((K + 127) // 128) + G) * 128)),
+        "a_scale": (M, ((((((K + 127) // 128) + G) * 128) + 127) // 128)),
+        "b_data": (N, ((((K + 127) // 128) + G) * 128)),
+        "b_scale": (N, ((((((K + 127) // 128) + G) * 128) + 127) // 128)),
     }
 
 
@@ -387,7 +440,7 @@ def _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets=None, block_
             num_warps=None, num_stages=None, group_m=None, backend=None):
     G = offsets.numel() - 1 if offsets is not None else 1
     tiles_given = any(v is not None for v in (block_m, block_n, num_warps, num_stages, group_m))
-    if backend == "gluon" or (backend is None and not tiles_given and HOPPER_DEFAULT):
+    if backend == "gluon" or (backend is None and not tiles_given):
         phys = _physical(M, N, K, G)
         why = _hopper_reason(a_data, b_data, M, N, K, phys)
         if why is None:

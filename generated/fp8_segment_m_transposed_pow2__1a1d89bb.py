@@ -5,8 +5,8 @@
 Options: none
 
 Layouts written (shapes in M and N; cdiv/rup written as integer arithmetic):
-  colwise_data: logical [(M + (G * 128)), N] (codes), stored as segments(128)|transpose -> uint8 [N, (M + (G * 128))]
-  colwise_scale: logical [(((M + (G * 128)) + 127) // 128), N] (fp32 dequantization multipliers), stored as segments(128)|transpose -> float32 [N, (((M + (G * 128)) + 127) // 128)]
+  colwise_data: logical [((((M + 127) // 128) + G) * 128), N] (codes), stored as segments(128)|transpose -> uint8 [N, ((((M + 127) // 128) + G) * 128)]
+  colwise_scale: logical [((((((M + 127) // 128) + G) * 128) + 127) // 128), N] (fp32 dequantization multipliers), stored as segments(128)|transpose -> float32 [N, ((((((M + 127) // 128) + G) * 128) + 127) // 128)]
 
 Numerics per direction:
   colwise (blocks 128x1): E4M3(ties='even', zero_sign='sign_bit', nan=127); F32Scale(amax_floor=0.0, pow2=True, rule='f_over_amax', store='f32')
@@ -305,8 +305,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
 
 def _sizes(M, N, G):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
-    s0 = (M + (G * 128))
-    s1 = (((M + (G * 128)) + 127) // 128)
+    s0 = ((((M + 127) // 128) + G) * 128)
+    s1 = ((((((M + 127) // 128) + G) * 128) + 127) // 128)
     return (s0, s1, )
 
 
@@ -318,8 +318,8 @@ def _check(M, N):
 def _shapes(M, N, G):
     """(logical, padded, physical) shape of every output."""
     return {
-        "colwise_data": (((M + (G * 128)), N), ((M + (G * 128)), N), (N, (M + (G * 128)))),
-        "colwise_scale": (((((M + (G * 128)) + 127) // 128), N), ((((M + (G * 128)) + 127) // 128), N), (N, (((M + (G * 128)) + 127) // 128))),
+        "colwise_data": ((((((M + 127) // 128) + G) * 128), N), (((((M + 127) // 128) + G) * 128), N), (N, ((((M + 127) // 128) + G) * 128))),
+        "colwise_scale": ((((((((M + 127) // 128) + G) * 128) + 127) // 128), N), (((((((M + 127) // 128) + G) * 128) + 127) // 128), N), (N, ((((((M + 127) // 128) + G) * 128) + 127) // 128))),
     }
 
 
@@ -328,7 +328,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
-    waits for it on the host: the outputs are sized for M + 128 * G rows and the padded group
+    waits for it on the host: the outputs are sized for (cdiv(M, 128) + G) * 128 rows and the padded group
     offsets come back as result.extras["padded_offsets"] (device tensor, G + 1 entries). Lengths on a GPU
     are checked there: if one is negative or they do not sum to M, result.extras["invalid_groups"] (int32
     [1], else 0) is 1 and the outputs are those of one group of M rows; lengths in host memory are
@@ -357,7 +357,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x2 (the block shapes and tiled layouts)")
-    rows = max(M, ((M + (G * 128))) * 1, ((((M + (G * 128)) + 127) // 128)) * 128)
+    rows = max(M, (((((M + 127) // 128) + G) * 128)) * 1, (((((((M + 127) // 128) + G) * 128) + 127) // 128)) * 128)
     cols = max(N, (N) * 1, (N) * 1)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0 and False
@@ -468,7 +468,7 @@ def dequantize(result, direction, block_m=64, block_n=64):
     data = runtime.expect_layout(result[f"{direction}_data"], LAYOUTS[f"{direction}_data"], f"{NAME}.dequantize data")
     scale = runtime.expect_layout(result[f"{direction}_scale"], LAYOUTS[f"{direction}_scale"], f"{NAME}.dequantize scale")
     M, N = result[f"{direction}_data"].layout.shape
-    G = (result["colwise_data"].layout.logical_shape[0] - M) // 128
+    G = result["colwise_data"].layout.logical_shape[0] // 128 - triton.cdiv(M, 128)
     shapes = _shapes(M, N, G)
     if direction in ("colwise", ):
         M = shapes[f"{direction}_data"][0][0]  # the segmented outputs cover the padded rows

@@ -1,6 +1,6 @@
 """Compile generated GEMMs' Hopper kernels for sm_90 on a machine without a GPU; print, as JSON, each
-kernel's local memory and stack (spills) and its count of wgmma instructions. Run without
-TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
+kernel's local memory and stack (spills), its counts of wgmma instructions and TMA stores, and its
+shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
 import json
 import re
 import subprocess
@@ -42,10 +42,16 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
     extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
     meta = {"GP": 8} if mod.GROUPS == "rows" else {}
     out = (torch.zeros(G, M, N) if mod.GROUPS == "contraction" else torch.zeros(M, N, dtype=torch.bfloat16))
-    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], out,
-                                     M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra, B_SCALAR=mod.GROUPS != "contraction", BLOCK_M=bm,
-                                     BLOCK_N=bn, STAGES=mod.HOPPER_STAGES, GROUP_M=8, IDX64=False, num_warps=4,
-                                     maxnreg=168, grid=(132,), **meta)
+    # the output by TMA, as the launcher chooses for these aligned shapes
+    gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
+    c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn],
+                              gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt))
+    stages = mod.HOPPER_STAGES_FP32_OUT if out.dtype == torch.float32 else mod.HOPPER_STAGES
+    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
+                                     M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
+                                     B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
+                                     STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,),
+                                     **meta)
 
 
 def resources(cubin: bytes):
@@ -62,5 +68,6 @@ if __name__ == "__main__":
     report = {}
     for name in sys.argv[1:]:
         k = compile_hopper(name)
-        report[name] = {**resources(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async")}
+        report[name] = {**resources(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async"),
+                        "shared": k.metadata.shared, "tma_stores": k.asm["ptx"].count("cp.async.bulk.tensor.2d.global.shared")}
     print(json.dumps(report))

@@ -25,8 +25,6 @@ def test_hopper_kernels_exist_where_tma_can_load_both_operands():
     # the weight gradient's operands are K-major (TMA, the FP8 MMA) only in the transposed segmented cast
     assert have == {n for n in GEMMS if not n.startswith("fp8_gemm_grouped_wgrad") or "_t" in n[len("fp8_gemm_grouped_wgrad"):]}
     assert "fp8_gemm_grouped_wgrad_t_acc" in have and "fp8_gemm_grouped_wgrad" not in have
-    # the weight-gradient Hopper kernel is taken on backend="gluon" only until its GPU tests have run
-    assert not find("fp8_gemm_grouped_wgrad_t").HOPPER_DEFAULT and find("fp8_gemm_grouped_fprop").HOPPER_DEFAULT
 
 
 def test_backend_choice_and_errors():
@@ -48,10 +46,13 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).parent / "hopper_compile.py"
     out = subprocess.run([sys.executable, str(script), "fp8_gemm_fprop", "fp8_gemm_grouped_dgrad",
-                          "fp8_gemm_grouped_wgrad_t_acc"], env=env,
+                          "fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc"], env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.splitlines()[-1])
     for name, r in report.items():
-        assert r["local"] == 0 and r["stack"] == 0, (name, r)
+        # accumulating, one word of stack holds a flag across the K loop (read once per tile); nothing else
+        assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") else 0), (name, r)
         assert r["wgmma"] >= 8, (name, r)  # 4 K steps of 32 in each of the two consumer warpgroups
+        assert r["shared"] <= 232448, (name, r)  # the H200's shared memory per block
+        assert r["tma_stores"] == 2, (name, r)  # the output leaves by TMA, one store per consumer

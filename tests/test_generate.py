@@ -84,7 +84,7 @@ def test_every_generated_file_has_the_header_and_layout_docstring(files):
             assert "Operands (what the producers write" in src and "a = fp8_" in src and "b = fp8_" in src
             continue
         want = ("rowwise_data: logical [M, (N // 2)]" if name.startswith(("mxfp4", "nvfp4")) else
-                "colwise_data: logical [(M + (G * 128)), N]" if name.startswith("fp8_segment") else
+                "colwise_data: logical [((((M + 127) // 128) + G) * 128), N]" if name.startswith("fp8_segment") else
                 "colwise_data: logical [M, N] (codes), stored as transpose" if name.startswith("fp8_1x128_colwise_transposed") else
                 "rowwise_data: logical [M, N]")
         assert "Layouts written" in src and want in src

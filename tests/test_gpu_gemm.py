@@ -229,11 +229,13 @@ HOPPER_MUTATIONS = {
     "store mask on indices reduced % N": ("fp8_gemm_fprop", [
         ("c_off = i[:, None] * N + j[None, :]", "c_off = i[:, None] * N + (j % N)[None, :]"),
         ("mask = rows[:, None] & (j[None, :] < N)", "mask = rows[:, None] & ((j % N)[None, :] < N)")]),
-    "last K block dropped": ("fp8_gemm_fprop", [("out, M, N, K, triton.cdiv(K, BK)", "out, M, N, K, K // BK")]),
+    "last K block dropped": ("fp8_gemm_fprop", [("c_desc, M, N, K, triton.cdiv(K, BK)", "c_desc, M, N, K, K // BK")]),
     "one b scale per tile across two groups' blocks": ("fp8_gemm_grouped_fprop", [(" and N % 128 == 0", "")]),
     "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + ",
                                                              "row0 = (1 + gl.sum(gl.where(hit, g_lo, 0), 0) + ")]),
     "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
+    "accumulation drops the loaded tile": ("fp8_gemm_grouped_wgrad_t_acc", [("acc += c_buf.load(mma)", "pass")]),
+    "weight-gradient store ignores the group": ("fp8_gemm_grouped_wgrad_t", [("[(g * M + r0).to(gl.int32), ", "[r0, ")]),
 }
 
 
@@ -244,12 +246,36 @@ def test_hopper_planted_bugs_are_caught(bug, tmp_path):
     m = mutated(name, edits, tmp_path)
     g = GEMMS[name]
     M, N, K = 300, 200, 320  # N ends in a partial tile, K in a partial block
-    a = engineered(g.a, (M, K), seed=7)
+    if g.groups != "contraction":
+        a = engineered(g.a, (M, K), seed=7)
     if g.groups == "rows":
         b = engineered(g.b, (2 * N, K), seed=8)
         offs = offsets_of([130, 170]).to(DEVICE)
         y, ref = m.gemm(a, b, offs, backend="gluon"), reference.gemm(g, a, b, offs)
+    elif g.groups == "contraction":  # 256 x 384 outputs over the tokens of three groups, added into ones
+        t = torch.tensor([130, 0, 170], device=DEVICE)
+        a, b = engineered(g.a, (300, 256), G=3, lens=t, seed=7), engineered(g.b, (300, 384), G=3, lens=t, seed=8)
+        offs = a.extras["padded_offsets"]
+        out = torch.ones(3, 256, 384, device=DEVICE) if g.accumulate else None
+        y, ref = m.gemm(a, b, offs, out=out, backend="gluon"), reference.gemm(g, a, b, offs) + (1 if g.accumulate else 0)
     else:
         b = engineered(g.b, (N, K), seed=8)
         y, ref = m.gemm(a, b, backend="gluon"), reference.gemm(g, a, b)
     assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"
+
+
+@sm90
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc"])
+def test_hopper_wgrad_output_past_2_31_elements(name):
+    """64 groups of a [G, 8192, 4160] fp32 gradient, stored by TMA (rows g * M + i) or accumulated by
+    pointers (g * M * N passes 2^31): the first and last groups against the reference."""
+    g = GEMMS[name]
+    G, M, N = 64, 8192, 4160
+    t = torch.full((G,), 128, device=DEVICE)
+    a = engineered(g.a, (128 * G, M), G=G, lens=t, seed=10)
+    b = engineered(g.b, (128 * G, N), G=G, lens=t, seed=11)
+    offs = a.extras["padded_offsets"]
+    out = torch.ones(G, M, N, device=DEVICE) if g.accumulate else None
+    y = find(name).gemm(a, b, offs, out=out, backend="gluon")
+    ref = reference.gemm(g, a, b, offs) + (1 if g.accumulate else 0)
+    assert torch.equal(y[-1].cpu(), ref[-1].cpu()) and torch.equal(y[0].cpu(), ref[0].cpu())

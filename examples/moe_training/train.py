@@ -5,8 +5,12 @@ quantlay exists to prevent: a producer that ignores a layout flag the consumer r
     TRITON_INTERPRET=1 python -m examples.moe_training.train --steps 3 --tokens 128 --tiny   # on a CPU
 
 Task: regress the output of a fixed random teacher MoE (top-1 routing) from random tokens. Each run
-trains the same student from the same initialisation:
+trains the same student from the same initialisation (--router teacher: the student routes with the
+teacher's router, frozen, so every run sends each token to the same expert and the curves differ only
+by the experts' arithmetic; --router learned: the router trains too):
   bf16            experts as plain bf16 matmuls;
+  bf16-control    (--control) bf16 again from an initialisation one bf16 rounding step away: how far
+                  two bf16 runs drift apart on this task by themselves;
   fp8             experts as quantlay.nn.FP8GroupedLinear;
   fp8-broken      the same, but the weight-gradient operands come from a producer that writes the
                   columnwise operand untransposed where the recipe asks for the transposed (K-major)
@@ -94,7 +98,8 @@ class MoE(torch.nn.Module):
         return y * gate
 
 
-def train(mode: str, steps: int, tokens: int, d: int, hidden: int, experts: int, seed: int, device):
+def train(mode: str, steps: int, tokens: int, d: int, hidden: int, experts: int, seed: int, device,
+          router: str = "teacher"):
     torch.manual_seed(seed)
     teacher = MoE(d, hidden, experts, "bf16", None, device)
     recipe = qnn.Recipe(pow2=True)
@@ -102,15 +107,23 @@ def train(mode: str, steps: int, tokens: int, d: int, hidden: int, experts: int,
         recipe = qnn.Recipe(pow2=True, overrides={"segment": IgnoresTransposeFlag(recipe)},
                             unsafe_skip_layout_check=mode == "fp8-unsafe")
     torch.manual_seed(seed + 1)
-    student = MoE(d, hidden, experts, "bf16" if mode == "bf16" else "fp8", recipe, device)
-    if mode != "bf16":  # the same initialisation in every run
+    student = MoE(d, hidden, experts, "bf16" if mode.startswith("bf16") else "fp8", recipe, device)
+    if mode == "bf16-control":  # each weight moved by one rounding step of bf16 (2^-7 relative), up or down
+        with torch.no_grad():
+            for w in student.parameters():
+                w.add_(w * (2.0 ** -7) * torch.randint(0, 2, w.shape, device=device).mul(2).sub(1))
+    elif not mode.startswith("bf16"):  # the same initialisation in every run
         torch.manual_seed(seed + 1)
         ref = MoE(d, hidden, experts, "bf16", None, device)
         with torch.no_grad():
             student.router.weight.copy_(ref.router.weight)
             student.up_l.weight.copy_(ref.up)
             student.down_l.weight.copy_(ref.down)
-    opt = torch.optim.Adam(student.parameters(), lr=1e-3)
+    if router == "teacher":
+        with torch.no_grad():
+            student.router.weight.copy_(teacher.router.weight)
+        student.router.weight.requires_grad_(False)
+    opt = torch.optim.Adam([w for w in student.parameters() if w.requires_grad], lr=1e-3)
     gen = torch.Generator(device="cpu").manual_seed(seed + 2)
     losses = []
     for step in range(steps):
@@ -132,20 +145,25 @@ def main(argv=None):
     p.add_argument("--tiny", action="store_true", help="d = hidden = 128, 2 experts (CPU)")
     p.add_argument("--out", default=".")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--router", choices=("teacher", "learned"), default="teacher",
+                   help="teacher: route with the teacher's router, frozen; learned: train the router too")
+    p.add_argument("--control", action="store_true", help="also run bf16 from a perturbed initialisation")
     args = p.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     d, hidden, experts = (128, 128, 2) if args.tiny else (1024, 2048, 8)
     os.makedirs(args.out, exist_ok=True)
     runs = {}
-    for mode in ("bf16", "fp8", "fp8-broken", "fp8-unsafe"):
+    modes = ("bf16",) + (("bf16-control",) if args.control else ()) + ("fp8", "fp8-broken", "fp8-unsafe")
+    for mode in modes:
         try:
-            runs[mode] = train(mode, args.steps, args.tokens, d, hidden, experts, args.seed, device)
+            runs[mode] = train(mode, args.steps, args.tokens, d, hidden, experts, args.seed, device, args.router)
             print(f"{mode:11s} loss {runs[mode][0]:.4f} -> {runs[mode][-1]:.4f}", flush=True)
         except LayoutMismatchError as exc:
             print(f"{mode:11s} refused at the first step: {str(exc).splitlines()[0][:200]}", flush=True)
-    if "bf16" in runs and "fp8" in runs:
-        gap = max(abs(f - b) / b for b, f in zip(runs["bf16"], runs["fp8"]))
-        print(f"fp8 against bf16: at most {100 * gap:.2f}% apart over {len(runs['fp8'])} steps", flush=True)
+    for other in ("fp8", "bf16-control"):
+        if "bf16" in runs and other in runs:
+            gap = max(abs(f - b) / b for b, f in zip(runs["bf16"], runs[other]))
+            print(f"{other} against bf16: at most {100 * gap:.2f}% apart over {len(runs[other])} steps", flush=True)
     with open(os.path.join(args.out, "losses.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "run", "loss"])
