@@ -288,14 +288,14 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 it += 1
                 acc += p * scale
             if C_TMA:
-                if (r0 + HM <= row_end) & (True):
+                if r0 + HM <= row_end:
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
                     tma.async_copy_shared_to_global(c_desc, [r0, pid_n * BLOCK_N], c_buf)
-                elif True:
+                else:
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
-            elif True:
+            else:
                 _hopper_store(c_ptr, acc, i, j, i < row_end, N)
     if C_TMA:
         tma.store_wait(0)

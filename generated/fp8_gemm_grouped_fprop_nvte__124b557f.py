@@ -296,45 +296,52 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
             acc = zero
-            for kb in range(KB):
-                st = it % STAGES
-                # the block's scales: one per row of a; one per column of b, or one for the whole tile
-                # where b's scale block covers the tile (B_SCALAR)
-                r = i
-                c = kb * 128
-                c = c // 128
-                s = gl.load(as_ptr + ((c * s1) + r), mask=i < row_end, other=0.0)
-                sa = s
-                if B_SCALAR:
-                    r = g * N + j0
+            if r0 >= row_end:  # a half wholly past its group's last row: its stages freed without MMAs
+                for kb in range(KB):
+                    st = it % STAGES
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    mbarrier.arrive(empty.index(st), count=1)
+                    it += 1
+            else:
+                for kb in range(KB):
+                    st = it % STAGES
+                    # the block's scales: one per row of a; one per column of b, or one for the whole tile
+                    # where b's scale block covers the tile (B_SCALAR)
+                    r = i
                     c = kb * 128
-                    r = r // 128
                     c = c // 128
-                    s = gl.load(bs_ptr + ((r * s4) + c), mask=j0 < N, other=0.0)
-                    scale = sa[:, None] * s
-                else:
-                    r = g * N + j
-                    c = kb * 128
-                    r = r // 128
-                    c = c // 128
-                    s = gl.load(bs_ptr + ((r * s4) + c), mask=j < N, other=0.0)
-                    scale = sa[:, None] * s[None, :]
-                mbarrier.wait(ready.index(st), (it // STAGES) & 1)
-                p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
-                                  is_async=True)
-                p = warpgroup_mma_wait(0, deps=(p, ))
-                mbarrier.arrive(empty.index(st), count=1)
-                it += 1
-                acc += p * scale
+                    s = gl.load(as_ptr + ((c * s1) + r), mask=i < row_end, other=0.0)
+                    sa = s
+                    if B_SCALAR:
+                        r = g * N + j0
+                        c = kb * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=j0 < N, other=0.0)
+                        scale = sa[:, None] * s
+                    else:
+                        r = g * N + j
+                        c = kb * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=j < N, other=0.0)
+                        scale = sa[:, None] * s[None, :]
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                      is_async=True)
+                    p = warpgroup_mma_wait(0, deps=(p, ))
+                    mbarrier.arrive(empty.index(st), count=1)
+                    it += 1
+                    acc += p * scale
             if C_TMA:
-                if (r0 + HM <= row_end) & (True):
+                if r0 + HM <= row_end:
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
                     tma.async_copy_shared_to_global(c_desc, [r0, pid_n * BLOCK_N], c_buf)
-                elif True:
+                else:
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
-            elif True:
+            else:
                 _hopper_store(c_ptr, acc, i, j, i < row_end, N)
     if C_TMA:
         tma.store_wait(0)
