@@ -103,7 +103,8 @@ def mxfp4_entries() -> List[Entry]:
 
         out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}", make, validate,
                          hashlib.sha256(src.encode()).hexdigest()[:12], "mxfp4"))
-    return out + reference_entries(kernels[0].variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4")
+    return (out + _generated_entries("mxfp4_2d.ql", "mxfp4")
+            + reference_entries(kernels[0].variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4"))
 
 
 def reference_entries(variant, label: str, group: str) -> List[Entry]:
@@ -320,6 +321,8 @@ REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
     "mxfp4": mxfp4_entries,
     "mxfp8": lambda: _generated_entries("mxfp8.ql", "mxfp8") + reference_entries(
         specmod.shipped_kernels()["mxfp8_nvte"].variant(with_gemm_swizzled_scales=True), "mxfp8_nvte", "mxfp8"),
+    "mxfp6": lambda: _generated_entries("mxfp6.ql", "mxfp6") + reference_entries(
+        specmod.shipped_kernels()["mxfp6_e2m3"].variant(), "mxfp6_e2m3", "mxfp6"),
     "nvfp4": lambda: _generated_entries("nvfp4.ql", "nvfp4") + reference_entries(
         specmod.shipped_kernels()["nvfp4"].variant(), "nvfp4", "nvfp4"),
     "fp8": lambda: _generated_entries("fp8_blockwise.ql", "fp8") + torchao_entries() + reference_entries(

@@ -224,7 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     d.add_argument("--n", type=int, default=512, help="columns of the demo input")
     d.set_defaults(fn=_cmd_demo)
     b = sub.add_parser("bench", **fmt, help="time generated kernels and peers against a same-run copy (GPU)")
-    b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp8, fp8, gemm")
+    b.add_argument("--groups", default="mxfp4", help="comma-separated: mxfp4, mxfp6, mxfp8, nvfp4, fp8, gemm")
     b.add_argument("--gemm-shapes", default="8192x8192x8192,4096x7168x7168,4096x2048x7168,4096x7168x2048,16384x4096x4096,"
                    "32768x4096x4096",
                    help="comma-separated MxNxK shapes of the gemm group")

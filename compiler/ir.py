@@ -80,8 +80,8 @@ class StageRef:
 
 @dataclass(frozen=True)
 class PackRef:
-    low: str  # which element of each pair goes to the low nibble: even | odd
-    span: Span
+    low: str  # 4-bit: which element of each pair goes to the low nibble (even | odd); 6-bit: which code
+    span: Span  # of each group of four takes the lowest bits of its three little-endian bytes (first | last)
 
 
 @dataclass(frozen=True)
@@ -135,17 +135,24 @@ class OutputIR:
     spans: Tuple[Span, ...]
     layout_text: str = ""       # the active pipe as the spec wrote it, e.g. transpose|packed(low=even)
     conditions: Tuple[Tuple[str, Optional[str]], ...] = ()  # (stage name, option that enabled it)
+    pack_bits: int = 4          # packed codes' width: 4 (two per byte) or 6 (four in three bytes)
 
     @property
     def key(self) -> str:
         return f"{self.direction}_{self.role}"
+
+    @property
+    def pack_ratio(self) -> Tuple[int, int]:
+        """(codes, bytes) of one packed group: (2, 1) for 4-bit codes, (4, 3) for 6-bit ones."""
+        return (2, 1) if self.pack_bits == 4 else (4, 3)
 
     def layout_name(self) -> str:
         return self.layout_text or "row_major"
 
     def canonical(self) -> str:
         stages = ";".join(st.describe() + f" fill={f}" for st, f in zip(self.chain.stages, self.chain.fills))
-        return f"{self.key}:{self.block}:{self.format}:{self.pack_axis}:{self.pack_low}:[{stages}]"
+        bits = f":{self.pack_bits}bit" if self.pack_bits != 4 else ""
+        return f"{self.key}:{self.block}:{self.format}:{self.pack_axis}:{self.pack_low}{bits}:[{stages}]"
 
 
 @dataclass(frozen=True)
@@ -266,12 +273,13 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
             sm = it.layout.axis_map
             amap = (amap[sm[0]], amap[sm[1]])
         pack_axis, pack_low = amap[1], active[packs[0]].low
+        codes, nbytes = (2, 1) if d.element.bits == 4 else (4, 3)
         if pack_axis == COLS:
-            cols = N // 2
+            cols = N // codes * nbytes if nbytes > 1 else N // codes
         else:
-            rows = M // 2
+            rows = M // codes * nbytes if nbytes > 1 else M // codes
     return OutputIR(d.name, "data", d.block, d.element.name, pack_axis, pack_low, chain, (rows, cols),
-                    spans, text, conds)
+                    spans, text, conds, d.element.bits if packs else 4)
 
 
 # ---- building the IR from the AST --------------------------------------------------------------
@@ -494,13 +502,14 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
                 raise _err("packed applies to data, not scales", call.span)
             if cond is not None:
                 raise _err("packed cannot be conditional: the byte format is not an option", call.span)
-            low = "even"
+            lows, example = (("first", "last"), "packed(low: first)") if element.bits == 6 else (("even", "odd"), "packed(low: even)")
+            low = lows[0]
             for i, arg in enumerate(call.args):
                 if arg.key != "low":
-                    raise _err(f"packed has no setting '{arg.key}'", arg.span, "packed(low: even)")
+                    raise _err(f"packed has no setting '{arg.key}'", arg.span, example)
                 if i:
                     raise _err("packed sets 'low' twice", arg.span, "keep one")
-                low = _arg_value(arg, "name", ("even", "odd"))
+                low = _arg_value(arg, "name", lows)
             items.append(PackRef(low, call.span))
             continue
         if call.name not in scope.layouts:
@@ -526,12 +535,16 @@ def _build_store(store: ast.Store, scope: _Scope, options: Dict[str, Span], used
     packs = [i for i, it in enumerate(items) if isinstance(it, PackRef)]
     if store.target == "data":
         if element.bits == 8 and packs:
-            raise _err(f"{element.name} codes are whole bytes: packed(...) applies to 4-bit elements only",
+            raise _err(f"{element.name} codes are whole bytes: packed(...) applies to 4- and 6-bit elements only",
                        items[packs[0]].span, "remove the packed(...) step")
         if element.bits == 4 and len(packs) != 1:
             raise _err(f"{d_name} data of {element.name} needs exactly one 'packed(...)' step "
                        f"(two 4-bit codes per byte)", store.span,
                        "store data as packed(low: even) | ...")
+        if element.bits == 6 and len(packs) != 1:
+            raise _err(f"{d_name} data of {element.name} needs exactly one 'packed(...)' step "
+                       f"(four 6-bit codes in three bytes)", store.span,
+                       "store data as packed(low: first) | ...")
         for it in items[:packs[0]] if packs else []:
             if it.layout.axis_map is None:
                 raise _err(f"layout {it.layout.name} comes before packed but is not a plain axis "
@@ -578,9 +591,10 @@ def _build_direction(d: ast.Direction, scope: _Scope, options, used, groups=None
             raise _err(f"{d.name} has no {role} format", d.span,
                        f"add '{role} ...' or 'profile NAME' naming a profile that declares it")
     (element, s1), (scale, s2) = built["element"], built["scale"]
-    if element.bits not in (4, 8):
-        raise _err(f"{element.name} codes have {element.bits} bits; the MX template stores 8-bit codes and 4-bit "
-                   f"codes packed two per byte", element_call.span, "declare a 4- or 8-bit format")
+    if element.bits not in (4, 6, 8):
+        raise _err(f"{element.name} codes have {element.bits} bits; the MX template stores 8-bit codes, 4-bit "
+                   f"codes packed two per byte and 6-bit codes four in three bytes", element_call.span,
+                   "declare a 4-, 6- or 8-bit format")
     settings = s1 + s2
     stores = {}
     for st in d.stores:

@@ -161,6 +161,7 @@ def _element_ctx(el) -> Dict[str, object]:
         "el_name": el.name,
         "bits": el.bits,
         "packed": el.bits == 4,
+        "packed6": el.bits == 6,  # four codes in three bytes
         "sub_add": _py_float(sub),
         "sub_bits": f"0x{f32_bits(sub):08X}",
         "norm_bits": f"0x{(127 - el.bias) << 23:08X}",
@@ -233,8 +234,9 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     # Tile of this output in the direction's orientation, and the program ids of its two axes.
     # (rows, cols) of the tile per output unit: a code, two packed codes, or one scale per block
     bh, bw = d.block if o.role == "scale" else (1, 1)
-    if o.role == "data" and o.pack_axis is not None:
-        bh, bw = (2, 1) if o.pack_axis == ROWS else (1, 2)
+    codes, nbytes = o.pack_ratio
+    if o.role == "data" and o.pack_axis is not None:  # 6-bit codes: the tile counts groups of four
+        bh, bw = (codes, 1) if o.pack_axis == ROWS else (1, codes)
     height, width = (str(bw), str(bh)) if oriented else (str(bh), str(bw))
     tile = (f"BLOCK_N // {height}", f"BLOCK_M // {width}") if oriented else (f"BLOCK_M // {height}", f"BLOCK_N // {width}")
     tile = tuple(t[:-len(" // 1")] if t.endswith(" // 1") else t for t in tile)
@@ -251,7 +253,8 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     # In a segmented kernel the program's rows are padded output rows; the other directions' outputs
     # are addressed by the input rows they map to (`in_rows`), element by element.
     mapped_rows = variant.kernel.groups is not None and not d.segmented
-    if o.role == "data" and tile_coords and len(stages) <= 1 and chain.fill() is None and not mapped_rows:
+    if (o.role == "data" and tile_coords and len(stages) <= 1 and chain.fill() is None and not mapped_rows
+            and nbytes == 1):
         plan = tiles.plan(stages[0][0] if stages else None, tile, tuple("pid_" + p for p in pids), rows, cols,
                           sizes)
     prow, pcol = (sizes(e) for e in chain.logical_padding(rows, cols))
@@ -259,8 +262,9 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
     phys = o.chain.physical_shape(o.logical[0], o.logical[1])
     padded = o.chain.logical_padding(o.logical[0], o.logical[1])
     # Input-coordinate extent this output covers (its padding included): the grid must reach it.
-    scale_r = 2 if o.pack_axis == ROWS else (d.block[0] if o.role == "scale" else 1)
-    scale_c = 2 if o.pack_axis == COLS else (d.block[1] if o.role == "scale" else 1)
+    scale_r = codes if o.pack_axis == ROWS else (d.block[0] if o.role == "scale" else 1)
+    scale_c = codes if o.pack_axis == COLS else (d.block[1] if o.role == "scale" else 1)
+    per = f" // {nbytes}" if nbytes > 1 else ""  # bytes of a group
     reqs = []
     for stage, param, value, k in o.chain.requirements(o.logical[0], o.logical[1]):
         option = dict(o.conditions).get(stage)
@@ -271,11 +275,16 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
             "message": (f"{o.key}: layout {stage} needs its {param} ({text}) to be a multiple of {k}, "
                         f"got {text} = {{value}}; {fix}"),
         })
-    if o.pack_axis is not None:
+    if o.pack_axis is not None and nbytes == 1:
         dim = "N" if o.pack_axis == COLS else "M"
         reqs.append({"value": dim, "k": 2,
                      "message": (f"{o.key}: two 4-bit codes share a byte along {dim}, so {dim} must be "
                                  f"even, got {dim} = {{value}}; pad {dim} to an even size")})
+    elif o.pack_axis is not None:
+        dim = "N" if o.pack_axis == COLS else "M"
+        reqs.append({"value": dim, "k": 4,
+                     "message": (f"{o.key}: four 6-bit codes share three bytes along {dim}, so {dim} must "
+                                 f"be a multiple of 4, got {dim} = {{value}}; pad {dim} to a multiple of 4")})
     has_pad = padded[0].render() != o.logical[0].render() or padded[1].render() != o.logical[1].render()
     # Tile multiples the kernel's BLOCK_M / BLOCK_N must respect for the tiled store.
     tile_mult = (1, 1)
@@ -304,14 +313,16 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         "fill": o.chain.fill() if has_pad else None,
         "pack_axis": {None: None, ROWS: "rows", COLS: "cols"}[o.pack_axis],
         "low_even": o.pack_low != "odd",
+        "low_first": o.pack_low != "last",
+        "pack_bits": o.pack_bits,
         "layout": o.layout_name(),
         "block": f"{o.block[0]}x{o.block[1]}",
         "format": o.format,
         "logical_py": [e.render() for e in o.logical],
         "padded_py": [e.render() for e in padded],
         "physical_py": [e.render() for e in phys],
-        "extent_rows_py": f"({padded[0].render()}) * {scale_r}",
-        "extent_cols_py": f"({padded[1].render()}) * {scale_c}",
+        "extent_rows_py": f"({padded[0].render()}) * {scale_r}" + (per if o.pack_axis == ROWS else ""),
+        "extent_cols_py": f"({padded[1].render()}) * {scale_c}" + (per if o.pack_axis == COLS else ""),
         "requirements": reqs,
         "layout_doc": _layout_doc(o),
     }
@@ -336,7 +347,8 @@ def _layout_doc(o: OutputIR) -> str:
     shape = ", ".join(e.render() for e in o.chain.physical_shape(o.logical[0], o.logical[1]))
     logical = ", ".join(e.render() for e in o.logical)
     f32 = o.role == "scale" and o.format == "f32"
-    what = "codes packed two per byte" if o.pack_axis is not None else (
+    packing = "codes packed two per byte" if o.pack_bits == 4 else "codes packed four in three bytes"
+    what = packing if o.pack_axis is not None else (
         ("fp32 dequantization multipliers" if f32 else f"{o.format.upper()} bytes") if o.role == "scale" else "codes")
     return (f"{o.key}: logical [{logical}] ({what}), stored as {o.layout_name()} -> "
             f"{'float32' if f32 else 'uint8'} [{shape}]")

@@ -67,22 +67,41 @@ def quantize_direction(x: torch.Tensor, d: DirectionIR, ts=None) -> Tuple[torch.
     return codes, e
 
 
-def pack(codes: torch.Tensor, axis: int, low: str) -> torch.Tensor:
-    """Two 4-bit codes per byte along `axis`; `low` says whether the even element is the low nibble."""
-    a, b = (codes[0::2], codes[1::2]) if axis == ROWS else (codes[:, 0::2], codes[:, 1::2])
-    if low == "odd":
-        a, b = b, a
-    return (a | (b << 4)).to(torch.uint8)
+def pack(codes: torch.Tensor, axis: int, low: str, bits: int = 4) -> torch.Tensor:
+    """Packed codes along `axis`. 4-bit: two per byte, `low` says whether the even element is the low
+    nibble. 6-bit: four in three bytes, one little-endian 24-bit word per group with the first code
+    (low: first) or the last (low: last) in its lowest bits."""
+    if bits == 4:
+        a, b = (codes[0::2], codes[1::2]) if axis == ROWS else (codes[:, 0::2], codes[:, 1::2])
+        if low == "odd":
+            a, b = b, a
+        return (a | (b << 4)).to(torch.uint8)
+    c = (codes.t() if axis == ROWS else codes).to(torch.int32)
+    g = c.reshape(c.shape[0], -1, 4)
+    if low == "last":
+        g = g.flip(-1)
+    w = g[..., 0] | (g[..., 1] << 6) | (g[..., 2] << 12) | (g[..., 3] << 18)
+    out = torch.stack((w & 0xFF, (w >> 8) & 0xFF, w >> 16), dim=-1).reshape(c.shape[0], -1).to(torch.uint8)
+    return out.t() if axis == ROWS else out
 
 
-def unpack(packed: torch.Tensor, axis: int, low: str) -> torch.Tensor:
-    lo, hi = packed & 0xF, packed >> 4
-    if low == "odd":
-        lo, hi = hi, lo
-    st = torch.stack((lo, hi), dim=axis + 1)
-    shape = list(packed.shape)
-    shape[axis] *= 2
-    return st.reshape(shape)
+def unpack(packed: torch.Tensor, axis: int, low: str, bits: int = 4) -> torch.Tensor:
+    if bits == 4:
+        lo, hi = packed & 0xF, packed >> 4
+        if low == "odd":
+            lo, hi = hi, lo
+        st = torch.stack((lo, hi), dim=axis + 1)
+        shape = list(packed.shape)
+        shape[axis] *= 2
+        return st.reshape(shape)
+    b = (packed.t() if axis == ROWS else packed).to(torch.int32)
+    b = b.reshape(b.shape[0], -1, 3)
+    w = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16)
+    g = torch.stack([(w >> (6 * j)) & 0x3F for j in range(4)], dim=-1)
+    if low == "last":
+        g = g.flip(-1)
+    out = g.reshape(b.shape[0], -1).to(torch.uint8)
+    return out.t() if axis == ROWS else out
 
 
 def segment_rows(x2: torch.Tensor, group_lens, B: int):
@@ -115,7 +134,8 @@ def quantize(variant: VariantIR, x: torch.Tensor, groups=None, tensor_scale=None
             codes, e = quantize_direction(x2, d, ts)
         data = variant.output(f"{d.name}_data")
         scale = variant.output(f"{d.name}_scale")
-        logical = pack(codes, data.pack_axis, data.pack_low) if data.pack_axis is not None else codes
+        logical = (pack(codes, data.pack_axis, data.pack_low, data.pack_bits) if data.pack_axis is not None
+                   else codes)
         out[data.key] = data.chain.apply(logical.to(torch.uint8))
         out[scale.key] = scale.chain.apply(e if d.scale.storage == "f32" else e.to(torch.uint8))
     if ts is not None:
@@ -129,7 +149,7 @@ def logical_view(o: OutputIR, physical: torch.Tensor, M: int, N: int, G: int = 0
     rows, cols = (int(v.evaluate({"M": M, "N": N, "G": G})) for v in o.logical)
     t = o.chain.invert(physical, rows, cols)
     if o.pack_axis is not None:
-        t = unpack(t, o.pack_axis, o.pack_low)
+        t = unpack(t, o.pack_axis, o.pack_low, o.pack_bits)
     return t
 
 

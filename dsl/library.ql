@@ -13,6 +13,9 @@
 format e2m1 = minifloat(exponent: 2, mantissa: 1, bias: 1, max_code: 0x7)
 format e4m3 = minifloat(exponent: 4, mantissa: 3, bias: 7, max_code: 0x7E, nan: 0x7F, hw: float8e4nv)
 format e5m2 = minifloat(exponent: 5, mantissa: 2, bias: 15, max_code: 0x7B, inf: 0x7C, nan: 0x7F, hw: float8e5)
+# OCP MX FP6: no Inf or NaN codes; largest magnitudes 7.5 (E2M3) and 28 (E3M2).
+format e2m3 = minifloat(exponent: 2, mantissa: 3, bias: 1, max_code: 0x1F)
+format e3m2 = minifloat(exponent: 3, mantissa: 2, bias: 3, max_code: 0x1F)
 
 layout row_major(rows, cols) = view(rows, cols)
 
@@ -65,6 +68,18 @@ profile mxfp8_nvte {
 # to [-127, 128] (e in 0..255); a non-finite amax gives 255 here (torchao differs there).
 profile mxfp8_floor {
     element e4m3(ties: even, zero_sign: sign_bit, nan: 0x7F)
+    scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
+}
+
+# MXFP6 as torchao's MX cast computes it (to_mx, FLOOR; docs/formats-and-layouts.md §3c): E2M3 / E3M2 codes
+# rounded to nearest even and saturated, the sign kept on zeros; E8M0 FLOOR as in mxfp8_floor. The
+# formats have no NaN: a NaN block's scale byte is 255 (its values dequantize to NaN) and its codes are 0.
+profile mxfp6_e2m3_floor {
+    element e2m3(ties: even, zero_sign: sign_bit, nan: 0x0)
+    scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
+}
+profile mxfp6_e3m2_floor {
+    element e3m2(ties: even, zero_sign: sign_bit, nan: 0x0)
     scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
 }
 

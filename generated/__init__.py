@@ -52,6 +52,8 @@ VARIANTS = {
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', False), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd0_wgss1__236eafc5',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', False))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss0__5cd00a76',
     ('mxfp4_cast_transpose_te', (('shuffle_rowwise_data', True), ('shuffle_columnwise_data', True), ('with_gemm_swizzled_scales', True))): 'mxfp4_cast_transpose_te__srd1_scd1_wgss1__3dd8b27a',
+    ('mxfp6_e2m3', ()): 'mxfp6_e2m3__554a9dd4',
+    ('mxfp6_e3m2', ()): 'mxfp6_e3m2__d568bc7f',
     ('mxfp8_floor_transposed', (('with_gemm_swizzled_scales', False),)): 'mxfp8_floor_transposed__wgss0__3238b8da',
     ('mxfp8_floor_transposed', (('with_gemm_swizzled_scales', True),)): 'mxfp8_floor_transposed__wgss1__a505a99f',
     ('mxfp8_nvte', (('with_gemm_swizzled_scales', False),)): 'mxfp8_nvte__wgss0__9bb0eeae',

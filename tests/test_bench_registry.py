@@ -4,7 +4,7 @@ from quantlay import bench
 from quantlay.generated import find
 from quantlay.spec import SPECS_DIR, load
 
-SPECS = {"mxfp8": "mxfp8.ql", "fp8": "fp8_blockwise.ql"}
+SPECS = {"mxfp8": "mxfp8.ql", "mxfp6": "mxfp6.ql", "fp8": "fp8_blockwise.ql"}
 
 
 def test_every_group_has_its_kernels_reference_and_peers():

@@ -53,7 +53,7 @@ def test_a_format_declared_in_a_spec_compiles_and_matches_the_reference():
 
 @pytest.mark.parametrize("decl,message", [
     ("format e9 = minifloat(exponent: 5, mantissa: 3, bias: 15, max_code: 0x7F)", r"9 bits; codes are at most 8"),
-    ("format e2m3 = minifloat(exponent: 2, mantissa: 3, bias: 1, max_code: 0x3F)", r"max_code 0x3f is not a 6-bit magnitude code"),
+    ("format f6 = minifloat(exponent: 2, mantissa: 3, bias: 1, max_code: 0x3F)", r"max_code 0x3f is not a 6-bit magnitude code"),
     ("format f = minifloat(exponent: 2, mantissa: 1, bias: 1)", r"does not say its max_code"),
     ("format f = minifloat(exponent: 2, mantisa: 1, bias: 1, max_code: 7)", r"minifloat has no setting 'mantisa'"),
     ("format f = posit(bits: 8)", r"formats are declared as minifloat"),
@@ -65,18 +65,26 @@ def test_bad_declarations_are_refused_with_their_position(decl, message):
     assert exc.value.line == 1 and "^" in str(exc.value)
 
 
-def test_a_six_bit_format_is_declared_but_not_yet_stored():
+def test_a_six_bit_format_declared_in_a_spec_is_stored_packed():
+    """A 6-bit minifloat the library does not ship: four codes in three bytes, bit-exact with the reference."""
     spec = """
-format e2m3 = minifloat(exponent: 2, mantissa: 3, bias: 1, max_code: 0x1F)
-kernel k(x: bf16[M, N]) {
+format e1m4 = minifloat(exponent: 1, mantissa: 4, bias: 1, max_code: 0x1F)
+kernel mx_e1m4(x: bf16[M, N]) {
     rowwise blocks 1x32 {
-        element e2m3(ties: even, zero_sign: sign_bit, nan: 0x1F)
-        scale e8m0(mode: even, clamp: 0..254, zero_amax: 127, inf_amax: 254, nan_amax: 255)
-        store data as row_major
+        element e1m4(ties: even, zero_sign: sign_bit, nan: 0x0)
+        scale e8m0(mode: floor, clamp: 0..255, zero_amax: 0, inf_amax: 255, nan_amax: 255)
+        store data as packed(low: first)
         store scale as row_major
     }
 }
 """
-    with pytest.raises(SpecError, match=r"e2m3 codes have 6 bits") as exc:
-        specmod.load(spec)
-    assert exc.value.line == 5
+    import quantlay
+    mod = quantlay.build(spec)
+    for cls in ("normal", "ties", "subnormals", "nans"):
+        x = getattr(inputs, cls)(32, 64, seed=2)
+        res = mod.quantize(x)
+        ref = reference.quantize(specmod.load(spec)[0].variant(), x)
+        assert all(reference.same_values(res[k].tensor, ref[k]) for k in ref), cls
+    with pytest.raises(SpecError, match=r"needs exactly one 'packed\(...\)' step \(four 6-bit codes") as exc:
+        specmod.load(spec.replace("packed(low: first)", "row_major"))
+    assert exc.value.line == 7

@@ -114,7 +114,7 @@ kernel mx_e5m2(x: fp32[M, N]) {
 
 
 def test_packed_on_fp8_is_a_spec_error():
-    with pytest.raises(quantlay.SpecError, match="packed\\(...\\) applies to 4-bit elements only"):
+    with pytest.raises(quantlay.SpecError, match="packed\\(...\\) applies to 4- and 6-bit elements only"):
         load("kernel k(x: bf16[M, N]) { rowwise blocks 1x32 profile mxfp8_nvte {"
              " store data as packed(low: even) store scale as row_major } }")
 
