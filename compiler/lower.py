@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from quantlay.errors import SpecError
 
@@ -77,6 +77,25 @@ def _e8m0_ctx(sc, el) -> Dict[str, object]:
         "lo": sc.clamp[0], "hi": sc.clamp[1],
         "zero_amax": sc.zero_amax, "inf_amax": sc.inf_amax, "nan_amax": sc.nan_amax,
         "e0_one": sc.e0_multiplier == "one",
+        "tensor_scale": False,
+    }
+
+
+def _store_format(sc) -> Optional[Dict[str, object]]:
+    """The constants of a scale stored in a declared minifloat (NVFP4's E4M3, unsigned), from the
+    library's declaration: its rounding on fp32 bits and its decoding."""
+    if getattr(sc, "store", None) != "e4m3":
+        return None
+    from .formats import element_formats
+    fmt = element_formats()["e4m3"]()
+    shift = 23 - fmt.mbits
+    return {
+        "name": fmt.name.upper(), "bias": fmt.bias, "mbits": fmt.mbits, "shift": shift,
+        "min_normal": _py_float(2.0 ** (1 - fmt.bias)), "max_value": _py_float(fmt.max_value),
+        "half_m1": f"0x{(1 << (shift - 1)) - 1:X}", "step": f"0x{1 << shift:X}",
+        "rebias": 127 - fmt.bias, "mant_mask": (1 << fmt.mbits) - 1, "exp_mask": (1 << fmt.ebits) - 1,
+        "mag_mask": f"0x{fmt.sign_bit - 1:X}", "nan": f"0x{fmt.nan:X}",
+        "sub_unit": _py_float(2.0 ** (1 - fmt.bias - fmt.mbits)), "one": fmt.bias << fmt.mbits,
     }
 
 
@@ -138,6 +157,9 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "scale_fmt": repr(sc),
         "scale_kind": sc.name,
         "scale_storage": sc.storage,
+        # a stored scale of 1.0 (what masked lanes load): E8M0 127, the stored format's code of 1, fp32 1.0
+        "scale_one": {"e8m0": "127", "f32": "1.0"}.get(sc.storage) or f"0x{_store_format(sc)['one']:02X}",
+        "store_format": _store_format(sc),
         "nan_propagate": sc.nan_in_amax == "propagate",
         "nan_by_block": by_block,
         # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:

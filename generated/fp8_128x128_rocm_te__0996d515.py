@@ -49,7 +49,7 @@ LAYOUTS = {
 
 
 @triton.jit
-def _f32_scale_rowwise(ab):
+def _scale_rowwise(ab):
     """rowwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: fp32).
 
     F32Scale(amax_floor=0.0001, pow2=False, rule='f_over_amax', store='f32')
@@ -62,6 +62,12 @@ def _f32_scale_rowwise(ab):
     m = tl.where(bad, 1.0, m)
     m = tl.where(m == float("inf"), 3.4028234663852886e+38, m)
     return m, tl.div_rn(one, m)
+
+
+@triton.jit
+def _scale_value_rowwise(s):
+    """rowwise: a stored scale (f32) -> its fp32 dequantization multiplier."""
+    return s
 
 
 @triton.jit
@@ -207,11 +213,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
     # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
     # with no shared memory or barrier.
     if INPLACE_ROWS:
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
     else:
         blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N // 128)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N // 128]), blk, 0)
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N // 128])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M // 128, BLOCK_N // 128])
     q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N // 128, 128]) * mult[:, None, :, None]
@@ -359,7 +365,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1,
     tj = n // 128
     r = ti
     c = tj
-    scale = tl.load(scale_ptr + ((r * s1) + c), mask=in_bounds, other=1.0)
+    scale = _scale_value_rowwise(tl.load(scale_ptr + ((r * s1) + c), mask=in_bounds, other=1.0))
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7

@@ -62,7 +62,7 @@ LAYOUTS = {
 
 
 @triton.jit
-def _f32_scale_rowwise(ab):
+def _scale_rowwise(ab):
     """rowwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: E8M0 byte).
 
     F32Scale(amax_floor=0.0001, pow2=True, rule='amax_over_f', store='ue8m0')
@@ -76,6 +76,14 @@ def _f32_scale_rowwise(ab):
     e = tl.minimum(tl.maximum((sb >> 23) + ((sb & 0x7FFFFF) != 0).to(tl.int32), 1), 254)
     sf = (e << 23).to(tl.float32, bitcast=True)  # rounded up to a power of two (UE8M0)
     return tl.div_rn(one, sf), e  # stored as the exponent byte
+
+
+@triton.jit
+def _scale_value_rowwise(s):
+    """rowwise: a stored scale (e8m0) -> its fp32 dequantization multiplier."""
+    e = s.to(tl.int32)
+    v = tl.where(e == 0, 0x400000, e << 23)
+    return tl.where(e == 255, 0x7FC00000, v).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -219,11 +227,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
     # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
     # with no shared memory or barrier.
     if INPLACE_ROWS:
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
     else:
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
-        mult, e_rowwise = _f32_scale_rowwise(amax)  # multiplier, stored scale
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
@@ -372,9 +380,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     tj = n // 128
     r = ti
     c = tj
-    e = tl.load(scale_ptr + (((((c // 4) * s1) + r) * 4) + (c % 4)), mask=in_bounds, other=127).to(tl.int32)
-    scale = tl.where(e == 0, 0x400000, e << 23)
-    scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
+    scale = _scale_value_rowwise(tl.load(scale_ptr + (((((c // 4) * s1) + r) * 4) + (c % 4)), mask=in_bounds, other=127))
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7

@@ -52,7 +52,7 @@ LAYOUTS = {
 
 
 @triton.jit
-def _f32_scale_colwise(ab):
+def _scale_colwise(ab):
     """colwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: fp32).
 
     F32Scale(amax_floor=0.0, pow2=True, rule='f_over_amax', store='f32')
@@ -65,6 +65,12 @@ def _f32_scale_colwise(ab):
     m = tl.where(m == float("inf"), 3.4028234663852886e+38, m)
     m = (m.to(tl.int32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)  # power of two, rounded down
     return m, tl.div_rn(one, m)
+
+
+@triton.jit
+def _scale_value_colwise(s):
+    """colwise: a stored scale (f32) -> its fp32 dequantization multiplier."""
+    return s
 
 
 @triton.jit
@@ -254,7 +260,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
         # shared memory, and the multiplier goes back the same way).
         blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
-        mult, e_colwise = _f32_scale_colwise(amax)  # multiplier, stored scale
+        mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
         e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
         q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
@@ -446,7 +452,7 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1,
     tj = n
     r = ti
     c = tj
-    scale = tl.load(scale_ptr + ((c * s1) + r), mask=in_bounds, other=1.0)
+    scale = _scale_value_colwise(tl.load(scale_ptr + ((c * s1) + r), mask=in_bounds, other=1.0))
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7

@@ -78,8 +78,9 @@ LAYOUTS = {
 
 
 @triton.jit
-def _e8m0_rowwise(ab):
-    """rowwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
+def _scale_rowwise(ab):
+    """rowwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
+    multiplier 2^(127 - e), E8M0 byte e (int32)).
 
     E8M0(mode='even', clamp=(0, 254), zero_amax=127, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
@@ -89,7 +90,7 @@ def _e8m0_rowwise(ab):
     e = tl.where(ab == 0, 127, e)
     e = tl.where(ab == 0x7F800000, 254, e)
     e = tl.where(ab > 0x7F800000, 255, e)
-    return e
+    return _multiplier_rowwise(e), e
 
 
 @triton.jit
@@ -99,6 +100,14 @@ def _multiplier_rowwise(e):
     m = tl.where(e == 254, 0x400000, m)
     m = tl.where(e == 255, 0x7FC00000, m)
     return m.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scale_value_rowwise(s):
+    """rowwise: a stored scale (e8m0) -> its fp32 dequantization multiplier."""
+    e = s.to(tl.int32)
+    v = tl.where(e == 0, 0x400000, e << 23)
+    return tl.where(e == 255, 0x7FC00000, v).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -218,8 +227,9 @@ def _bf16x2_rowwise(lo, hi, kw):
 
 
 @triton.jit
-def _e8m0_colwise(ab):
-    """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
+def _scale_colwise(ab):
+    """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
+    multiplier 2^(127 - e), E8M0 byte e (int32)).
 
     E8M0(mode='even', clamp=(0, 254), zero_amax=127, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
@@ -229,7 +239,7 @@ def _e8m0_colwise(ab):
     e = tl.where(ab == 0, 127, e)
     e = tl.where(ab == 0x7F800000, 254, e)
     e = tl.where(ab > 0x7F800000, 255, e)
-    return e
+    return _multiplier_colwise(e), e
 
 
 @triton.jit
@@ -239,6 +249,14 @@ def _multiplier_colwise(e):
     m = tl.where(e == 254, 0x400000, m)
     m = tl.where(e == 255, 0x7FC00000, m)
     return m.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scale_value_colwise(s):
+    """colwise: a stored scale (e8m0) -> its fp32 dequantization multiplier."""
+    e = s.to(tl.int32)
+    v = tl.where(e == 0, 0x400000, e << 23)
+    return tl.where(e == 255, 0x7FC00000, v).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -513,15 +531,13 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
             # with no shared memory or barrier.
             if INPLACE_ROWS:
-                e_rowwise = _e8m0_rowwise(amax)
-                mult = _multiplier_rowwise(e_rowwise)
+                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
                 if HW_CVT:
                     kw = _bf16x2_word_rowwise(mult)
             else:
                 blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
                 amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
-                e_rowwise = _e8m0_rowwise(amax)
-                mult = _multiplier_rowwise(e_rowwise)
+                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
                 if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
                     kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
                 else:
@@ -566,8 +582,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
             blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
             amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
-            e_colwise = _e8m0_colwise(amax)
-            mult = _multiplier_colwise(e_colwise)
+            mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
             if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
                 kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
             else:
@@ -647,15 +662,13 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
         # with no shared memory or barrier.
         if INPLACE_ROWS:
-            e_rowwise = _e8m0_rowwise(amax)
-            mult = _multiplier_rowwise(e_rowwise)
+            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
             if HW_CVT:
                 kw = _bf16x2_word_rowwise(mult)
         else:
             blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
             amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
-            e_rowwise = _e8m0_rowwise(amax)
-            mult = _multiplier_rowwise(e_rowwise)
+            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
             if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
                 kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
             else:
@@ -700,8 +713,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
         blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
-        e_colwise = _e8m0_colwise(amax)
-        mult = _multiplier_colwise(e_colwise)
+        mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
         if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
             kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
         else:
@@ -874,9 +886,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     tj = n // 32
     r = ti
     c = tj
-    e = tl.load(scale_ptr + ((r * s4) + c), mask=in_bounds, other=127).to(tl.int32)
-    scale = tl.where(e == 0, 0x400000, e << 23)
-    scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
+    scale = _scale_value_rowwise(tl.load(scale_ptr + ((r * s4) + c), mask=in_bounds, other=127))
     mag = code & 7
     val = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     val = tl.where(mag == 1, 0.5, val)
@@ -915,9 +925,7 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1, s2, s
     tj = m // 32
     r = ti
     c = tj
-    e = tl.load(scale_ptr + ((r * s6) + c), mask=in_bounds, other=127).to(tl.int32)
-    scale = tl.where(e == 0, 0x400000, e << 23)
-    scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
+    scale = _scale_value_colwise(tl.load(scale_ptr + ((r * s6) + c), mask=in_bounds, other=127))
     mag = code & 7
     val = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     val = tl.where(mag == 1, 0.5, val)

@@ -81,8 +81,9 @@ LAYOUTS = {
 
 
 @triton.jit
-def _e8m0_rowwise(ab):
-    """rowwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
+def _scale_rowwise(ab):
+    """rowwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
+    multiplier 2^(127 - e), E8M0 byte e (int32)).
 
     E8M0(mode='rceil', clamp=(0, 254), zero_amax=0, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
@@ -96,7 +97,7 @@ def _e8m0_rowwise(ab):
     e = tl.where(ab == 0, 0, e)
     e = tl.where(ab == 0x7F800000, 254, e)
     e = tl.where(ab > 0x7F800000, 255, e)
-    return e
+    return _multiplier_rowwise(e), e
 
 
 @triton.jit
@@ -106,6 +107,14 @@ def _multiplier_rowwise(e):
     m = tl.where(e == 254, 0x400000, m)
     m = tl.where(e == 255, 0x7FC00000, m)
     return m.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scale_value_rowwise(s):
+    """rowwise: a stored scale (e8m0) -> its fp32 dequantization multiplier."""
+    e = s.to(tl.int32)
+    v = tl.where(e == 0, 0x400000, e << 23)
+    return tl.where(e == 255, 0x7FC00000, v).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -140,8 +149,9 @@ def _codes_rowwise(q, HW: tl.constexpr):
 
 
 @triton.jit
-def _e8m0_colwise(ab):
-    """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> E8M0 byte (int32).
+def _scale_colwise(ab):
+    """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
+    multiplier 2^(127 - e), E8M0 byte e (int32)).
 
     E8M0(mode='rceil', clamp=(0, 254), zero_amax=0, inf_amax=254, nan_amax=255, nan_in_amax='propagate', e0_multiplier='exact')
     """
@@ -155,7 +165,7 @@ def _e8m0_colwise(ab):
     e = tl.where(ab == 0, 0, e)
     e = tl.where(ab == 0x7F800000, 254, e)
     e = tl.where(ab > 0x7F800000, 255, e)
-    return e
+    return _multiplier_colwise(e), e
 
 
 @triton.jit
@@ -165,6 +175,14 @@ def _multiplier_colwise(e):
     m = tl.where(e == 254, 0x400000, m)
     m = tl.where(e == 255, 0x7FC00000, m)
     return m.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scale_value_colwise(s):
+    """colwise: a stored scale (e8m0) -> its fp32 dequantization multiplier."""
+    e = s.to(tl.int32)
+    v = tl.where(e == 0, 0x400000, e << 23)
+    return tl.where(e == 255, 0x7FC00000, v).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -308,13 +326,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
     # with no shared memory or barrier.
     if INPLACE_ROWS:
-        e_rowwise = _e8m0_rowwise(amax)
-        mult = _multiplier_rowwise(e_rowwise)
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
     else:
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
-        e_rowwise = _e8m0_rowwise(amax)
-        mult = _multiplier_rowwise(e_rowwise)
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
     q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
@@ -357,8 +373,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # shared memory, and the multiplier goes back the same way).
     blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
     amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
-    e_colwise = _e8m0_colwise(amax)
-    mult = _multiplier_colwise(e_colwise)
+    mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
     mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
     e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
     q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * mult[:, None, :]
@@ -506,9 +521,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1,
     tj = n // 32
     r = ti
     c = tj
-    e = tl.load(scale_ptr + ((r * s0) + c), mask=in_bounds, other=127).to(tl.int32)
-    scale = tl.where(e == 0, 0x400000, e << 23)
-    scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
+    scale = _scale_value_rowwise(tl.load(scale_ptr + ((r * s0) + c), mask=in_bounds, other=127))
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7
@@ -541,9 +554,7 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, out_ptr, M, N, s0, s1,
     tj = n
     r = ti
     c = tj
-    e = tl.load(scale_ptr + ((r * N) + c), mask=in_bounds, other=127).to(tl.int32)
-    scale = tl.where(e == 0, 0x400000, e << 23)
-    scale = tl.where(e == 255, 0x7FC00000, scale).to(tl.float32, bitcast=True)
+    scale = _scale_value_colwise(tl.load(scale_ptr + ((r * N) + c), mask=in_bounds, other=127))
     mag = code & 127
     ex = mag >> 3
     mt = mag & 7

@@ -86,15 +86,15 @@ TENSOR_SCALE = LayoutDescriptor("tensor", "scale", "f32", "MxN", "scalar", None)
 
 
 @triton.jit
-def _f32_scale_rowwise(ab, ts):
-    """rowwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: fp32).
+def _scale_rowwise(ab, ts):
+    """rowwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: E4M3 byte).
 
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3', tensor_scale=True)
     """
     amax = ab.to(tl.float32, bitcast=True)
     one = tl.full(amax.shape, 1.0, tl.float32)
-    # amax / F clamped to E4M3's normal range [2^-6, 448] (0 and Inf clamp), rounded to 3 mantissa bits
-    # with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
+    # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
+    # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
     sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
     sf = tl.div_rn(sf, tl.full(amax.shape, 1.0, tl.float32) * ts)  # relative to the per-tensor scale
     nan = sf != sf  # a NaN amax, or Inf / Inf and 0 / 0 with an Inf or zero tensor scale
@@ -103,6 +103,16 @@ def _f32_scale_rowwise(ab, ts):
     sb = (sb + 0x7FFFF + ((sb >> 20) & 1)) & -0x100000
     code = tl.where(nan, 0x7F, (((sb >> 23) - 120) << 3) | ((sb >> 20) & 7))
     return tl.where(nan, float("nan"), tl.div_rn(tl.div_rn(one, one * ts), sb.to(tl.float32, bitcast=True))), code
+
+
+@triton.jit
+def _scale_value_rowwise(s):
+    """rowwise: a stored scale (e4m3) -> its fp32 dequantization multiplier."""
+    # E4M3 bytes (no sign): exponent bias 7, 3 mantissa bits; exponent 0 is subnormal, 0x7F NaN
+    e = s.to(tl.int32)
+    normal = ((((e >> 3) & 15) + 120) << 23) | ((e & 7) << 20)
+    v = tl.where((e >> 3) == 0, (e & 7).to(tl.float32) * 0.001953125, normal.to(tl.float32, bitcast=True))
+    return tl.where((e & 0x7F) == 0x7F, float("nan"), v)
 
 
 @triton.jit
@@ -125,15 +135,15 @@ def _encode_rowwise(q):
 
 
 @triton.jit
-def _f32_scale_colwise(ab, ts):
-    """colwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: fp32).
+def _scale_colwise(ab, ts):
+    """colwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: E4M3 byte).
 
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3', tensor_scale=True)
     """
     amax = ab.to(tl.float32, bitcast=True)
     one = tl.full(amax.shape, 1.0, tl.float32)
-    # amax / F clamped to E4M3's normal range [2^-6, 448] (0 and Inf clamp), rounded to 3 mantissa bits
-    # with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
+    # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
+    # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
     sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
     sf = tl.div_rn(sf, tl.full(amax.shape, 1.0, tl.float32) * ts)  # relative to the per-tensor scale
     nan = sf != sf  # a NaN amax, or Inf / Inf and 0 / 0 with an Inf or zero tensor scale
@@ -142,6 +152,16 @@ def _f32_scale_colwise(ab, ts):
     sb = (sb + 0x7FFFF + ((sb >> 20) & 1)) & -0x100000
     code = tl.where(nan, 0x7F, (((sb >> 23) - 120) << 3) | ((sb >> 20) & 7))
     return tl.where(nan, float("nan"), tl.div_rn(tl.div_rn(one, one * ts), sb.to(tl.float32, bitcast=True))), code
+
+
+@triton.jit
+def _scale_value_colwise(s):
+    """colwise: a stored scale (e4m3) -> its fp32 dequantization multiplier."""
+    # E4M3 bytes (no sign): exponent bias 7, 3 mantissa bits; exponent 0 is subnormal, 0x7F NaN
+    e = s.to(tl.int32)
+    normal = ((((e >> 3) & 15) + 120) << 23) | ((e & 7) << 20)
+    v = tl.where((e >> 3) == 0, (e & 7).to(tl.float32) * 0.001953125, normal.to(tl.float32, bitcast=True))
+    return tl.where((e & 0x7F) == 0x7F, float("nan"), v)
 
 
 @triton.jit
@@ -295,11 +315,11 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
             # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
             # with no shared memory or barrier.
             if INPLACE_ROWS:
-                mult, e_rowwise = _f32_scale_rowwise(amax, ts)  # multiplier, stored scale
+                mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
             else:
                 blk = tl.arange(0, BLOCK_M * BLOCK_N // 16)
                 amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 16]), blk, 0)
-                mult, e_rowwise = _f32_scale_rowwise(amax, ts)  # multiplier, stored scale
+                mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
                 mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
                 e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
             q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
@@ -344,7 +364,7 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
             # shared memory, and the multiplier goes back the same way).
             blk = tl.arange(0, BLOCK_N * BLOCK_M // 16)
             amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 16]), blk, 0)
-            mult, e_colwise = _f32_scale_colwise(amax, ts)  # multiplier, stored scale
+            mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
             mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 16])
             e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 16])
             q = tl.reshape(x, [BLOCK_N, BLOCK_M // 16, 16 // 2, 2]) * mult[:, :, None, None]
@@ -399,11 +419,11 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
         # with no shared memory or barrier.
         if INPLACE_ROWS:
-            mult, e_rowwise = _f32_scale_rowwise(amax, ts)  # multiplier, stored scale
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
         else:
             blk = tl.arange(0, BLOCK_M * BLOCK_N // 16)
             amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 16]), blk, 0)
-            mult, e_rowwise = _f32_scale_rowwise(amax, ts)  # multiplier, stored scale
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
             mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
             e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
         q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
@@ -448,7 +468,7 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         # shared memory, and the multiplier goes back the same way).
         blk = tl.arange(0, BLOCK_N * BLOCK_M // 16)
         amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 16]), blk, 0)
-        mult, e_colwise = _f32_scale_colwise(amax, ts)  # multiplier, stored scale
+        mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 16])
         e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 16])
         q = tl.reshape(x, [BLOCK_N, BLOCK_M // 16, 16 // 2, 2]) * mult[:, :, None, None]
@@ -609,11 +629,7 @@ def _dequantize_rowwise_kernel(data_ptr, scale_ptr, ts_ptr, out_ptr, M, N, s0, s
     tj = n // 16
     r = ti
     c = tj
-    # E4M3 bytes (no sign): exponent bias 7, 3 mantissa bits; exponent 0 is subnormal (m * 2^-9), 0x7F NaN
-    e = tl.load(scale_ptr + ((r * s1) + c), mask=in_bounds, other=0x38).to(tl.int32)
-    normal = ((((e >> 3) & 15) + 120) << 23) | ((e & 7) << 20)
-    scale = tl.where((e >> 3) == 0, (e & 7).to(tl.float32) * 0.001953125, normal.to(tl.float32, bitcast=True))
-    scale = tl.where((e & 0x7F) == 0x7F, float("nan"), scale)
+    scale = _scale_value_rowwise(tl.load(scale_ptr + ((r * s1) + c), mask=in_bounds, other=0x38))
     scale = scale * tl.load(ts_ptr)  # block scales are relative to the per-tensor scale
     mag = code & 7
     val = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -653,11 +669,7 @@ def _dequantize_colwise_kernel(data_ptr, scale_ptr, ts_ptr, out_ptr, M, N, s0, s
     tj = m // 16
     r = ti
     c = tj
-    # E4M3 bytes (no sign): exponent bias 7, 3 mantissa bits; exponent 0 is subnormal (m * 2^-9), 0x7F NaN
-    e = tl.load(scale_ptr + ((r * s3) + c), mask=in_bounds, other=0x38).to(tl.int32)
-    normal = ((((e >> 3) & 15) + 120) << 23) | ((e & 7) << 20)
-    scale = tl.where((e >> 3) == 0, (e & 7).to(tl.float32) * 0.001953125, normal.to(tl.float32, bitcast=True))
-    scale = tl.where((e & 0x7F) == 0x7F, float("nan"), scale)
+    scale = _scale_value_colwise(tl.load(scale_ptr + ((r * s3) + c), mask=in_bounds, other=0x38))
     scale = scale * tl.load(ts_ptr)  # block scales are relative to the per-tensor scale
     mag = code & 7
     val = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
