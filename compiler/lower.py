@@ -337,6 +337,11 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         "low_even": o.pack_low != "odd",
         "low_first": o.pack_low != "last",
         "pack_bits": o.pack_bits,
+        # 6-bit codes stored in the tile's own coordinates, row-major: 16 codes as three int32 words where
+        # the packed dimension is a multiple of 16 (WORDS6), byte by byte otherwise
+        "words6": (o.role == "data" and o.pack_bits == 6 and tile_coords and not stages and not mapped_rows
+                   and not has_pad),
+        "packed_dim": ("N" if o.pack_axis == COLS else "M") if o.pack_axis is not None else None,
         "layout": o.layout_name(),
         "block": f"{o.block[0]}x{o.block[1]}",
         "format": o.format,
@@ -435,6 +440,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         # the one output REGION_M > 1 stores as words (None: REGION_M changes nothing)
         "region_output": word_outputs[0] if len(word_outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
+        "words6": [o for o in outputs if o["words6"]],
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),
         "nan_propagate_all": all(d["nan_propagate"] for d in directions),

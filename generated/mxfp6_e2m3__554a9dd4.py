@@ -249,7 +249,7 @@ def _scale_word(e, WT: tl.constexpr):
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr, WORDS6: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -328,21 +328,41 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             c1, c3 = tl.split(c_a1)
             w = c0 | (c1 << 6) | (c2 << 12) | (c3 << 18)
             packed_bytes = (w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF)
+            # four groups (16 codes, 12 bytes: 4s + 2a + b) as three little-endian int32 words
+            g_a0, g_a1 = tl.split(tl.reshape(w, [BLOCK_M, BLOCK_N // 16, 2, 2]))
+            g0, g2 = tl.split(g_a0)
+            g1, g3 = tl.split(g_a1)
+            packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            tq = (pid_n * (BLOCK_N // 4) + tl.arange(0, BLOCK_N // 4))[None, :]  # groups of four codes
-            tj = 3 * tq + 0
-            r = ti
-            c = tj
-            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[0].to(tl.uint8), mask=(r < M) & (c < s0))
-            tj = 3 * tq + 1
-            r = ti
-            c = tj
-            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[1].to(tl.uint8), mask=(r < M) & (c < s0))
-            tj = 3 * tq + 2
-            r = ti
-            c = tj
-            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
+            if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+                tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
+                tj = 12 * tw + 0
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[0], mask=(r < M) & (c < s0))
+                tj = 12 * tw + 4
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[1], mask=(r < M) & (c < s0))
+                tj = 12 * tw + 8
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[2], mask=(r < M) & (c < s0))
+            else:
+                tq = (pid_n * (BLOCK_N // 4) + tl.arange(0, BLOCK_N // 4))[None, :]  # groups of four codes
+                tj = 3 * tq + 0
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[0].to(tl.uint8), mask=(r < M) & (c < s0))
+                tj = 3 * tq + 1
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[1].to(tl.uint8), mask=(r < M) & (c < s0))
+                tj = 3 * tq + 2
+                r = ti
+                c = tj
+                tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
 
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
             tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -381,21 +401,41 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             c1, c3 = tl.split(c_a1)
             w = c0 | (c1 << 6) | (c2 << 12) | (c3 << 18)
             packed_bytes = (w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF)
+            # four groups (16 codes, 12 bytes: 4s + 2a + b) as three little-endian int32 words
+            g_a0, g_a1 = tl.split(tl.reshape(w, [BLOCK_N, BLOCK_M // 16, 2, 2]))
+            g0, g2 = tl.split(g_a0)
+            g1, g3 = tl.split(g_a1)
+            packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-            tq = (pid_m * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4))[None, :]  # groups of four codes
-            tj = 3 * tq + 0
-            r = ti
-            c = tj
-            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[0].to(tl.uint8), mask=(r < N) & (c < s2))
-            tj = 3 * tq + 1
-            r = ti
-            c = tj
-            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[1].to(tl.uint8), mask=(r < N) & (c < s2))
-            tj = 3 * tq + 2
-            r = ti
-            c = tj
-            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[2].to(tl.uint8), mask=(r < N) & (c < s2))
+            if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+                tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
+                tj = 12 * tw + 0
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[0], mask=(r < N) & (c < s2))
+                tj = 12 * tw + 4
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[1], mask=(r < N) & (c < s2))
+                tj = 12 * tw + 8
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[2], mask=(r < N) & (c < s2))
+            else:
+                tq = (pid_m * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4))[None, :]  # groups of four codes
+                tj = 3 * tq + 0
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[0].to(tl.uint8), mask=(r < N) & (c < s2))
+                tj = 3 * tq + 1
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[1].to(tl.uint8), mask=(r < N) & (c < s2))
+                tj = 3 * tq + 2
+                r = ti
+                c = tj
+                tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[2].to(tl.uint8), mask=(r < N) & (c < s2))
             # this tile's bytes of each row go to bits 8 * (BLOCK_M // B) * i of the row's word
             colwise_scale_word = (colwise_scale_word | (_scale_word(e_colwise, WT) << (8 * (BLOCK_M // 32) * i))).to(WT)
 
@@ -448,21 +488,41 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         c1, c3 = tl.split(c_a1)
         w = c0 | (c1 << 6) | (c2 << 12) | (c3 << 18)
         packed_bytes = (w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF)
+        # four groups (16 codes, 12 bytes: 4s + 2a + b) as three little-endian int32 words
+        g_a0, g_a1 = tl.split(tl.reshape(w, [BLOCK_M, BLOCK_N // 16, 2, 2]))
+        g0, g2 = tl.split(g_a0)
+        g1, g3 = tl.split(g_a1)
+        packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        tq = (pid_n * (BLOCK_N // 4) + tl.arange(0, BLOCK_N // 4))[None, :]  # groups of four codes
-        tj = 3 * tq + 0
-        r = ti
-        c = tj
-        tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[0].to(tl.uint8), mask=(r < M) & (c < s0))
-        tj = 3 * tq + 1
-        r = ti
-        c = tj
-        tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[1].to(tl.uint8), mask=(r < M) & (c < s0))
-        tj = 3 * tq + 2
-        r = ti
-        c = tj
-        tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
+        if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+            tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
+            tj = 12 * tw + 0
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[0], mask=(r < M) & (c < s0))
+            tj = 12 * tw + 4
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[1], mask=(r < M) & (c < s0))
+            tj = 12 * tw + 8
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s0) + c)) // 4, packed_words[2], mask=(r < M) & (c < s0))
+        else:
+            tq = (pid_n * (BLOCK_N // 4) + tl.arange(0, BLOCK_N // 4))[None, :]  # groups of four codes
+            tj = 3 * tq + 0
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[0].to(tl.uint8), mask=(r < M) & (c < s0))
+            tj = 3 * tq + 1
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[1].to(tl.uint8), mask=(r < M) & (c < s0))
+            tj = 3 * tq + 2
+            r = ti
+            c = tj
+            tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
         tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -501,21 +561,41 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         c1, c3 = tl.split(c_a1)
         w = c0 | (c1 << 6) | (c2 << 12) | (c3 << 18)
         packed_bytes = (w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF)
+        # four groups (16 codes, 12 bytes: 4s + 2a + b) as three little-endian int32 words
+        g_a0, g_a1 = tl.split(tl.reshape(w, [BLOCK_N, BLOCK_M // 16, 2, 2]))
+        g0, g2 = tl.split(g_a0)
+        g1, g3 = tl.split(g_a1)
+        packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-        tq = (pid_m * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4))[None, :]  # groups of four codes
-        tj = 3 * tq + 0
-        r = ti
-        c = tj
-        tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[0].to(tl.uint8), mask=(r < N) & (c < s2))
-        tj = 3 * tq + 1
-        r = ti
-        c = tj
-        tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[1].to(tl.uint8), mask=(r < N) & (c < s2))
-        tj = 3 * tq + 2
-        r = ti
-        c = tj
-        tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[2].to(tl.uint8), mask=(r < N) & (c < s2))
+        if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+            tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
+            tj = 12 * tw + 0
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[0], mask=(r < N) & (c < s2))
+            tj = 12 * tw + 4
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[1], mask=(r < N) & (c < s2))
+            tj = 12 * tw + 8
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr.to(tl.pointer_type(tl.int32)) + (((r * s2) + c)) // 4, packed_words[2], mask=(r < N) & (c < s2))
+        else:
+            tq = (pid_m * (BLOCK_M // 4) + tl.arange(0, BLOCK_M // 4))[None, :]  # groups of four codes
+            tj = 3 * tq + 0
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[0].to(tl.uint8), mask=(r < N) & (c < s2))
+            tj = 3 * tq + 1
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[1].to(tl.uint8), mask=(r < N) & (c < s2))
+            tj = 3 * tq + 2
+            r = ti
+            c = tj
+            tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[2].to(tl.uint8), mask=(r < N) & (c < s2))
 
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
         tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
@@ -586,6 +666,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    # 6-bit codes as int32 words: rows of whole words (16 codes, 12 bytes) on 4-byte aligned buffers
+    kwargs["WORDS6"] = (N % 16 == 0 and bufs["rowwise_data"].data_ptr() % 4 == 0 and M % 16 == 0 and bufs["colwise_data"].data_ptr() % 4 == 0)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
