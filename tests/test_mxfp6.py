@@ -114,3 +114,21 @@ def test_equal_to_torchao_on_finite_blocks(name, dtype, cls):
         usual = (ours_s != 0).repeat_interleave(32, dim=1)
         assert torch.equal(ours_d[usual], d.view(torch.uint8)[usual])
         assert bool(usual.any()) and (cls in ("subnormals", "zeros") or bool(usual.all()))
+
+
+def test_word_and_byte_stores_write_the_same_bytes():
+    """Rows of whole words (N and M multiples of 16) leave as int32 words; a buffer that is not 4-byte
+    aligned takes the byte stores: the same bytes either way."""
+    x = inputs.ties(64, 96, seed=8).to(DEVICE)
+    mod = find("mxfp6_e3m2")
+    words = mod.quantize(x)
+    out = {}
+    for key in ("rowwise_data", "colwise_data"):
+        shape = words[key].tensor.shape
+        out[key] = torch.zeros(shape.numel() + 1, dtype=torch.uint8, device=DEVICE)[1:].view(shape)
+    for key in ("rowwise_scale", "colwise_scale"):
+        out[key] = torch.empty_like(words[key].tensor)
+    by_bytes = mod.quantize(x, out=out)
+    assert by_bytes["rowwise_data"].tensor.data_ptr() % 4 == 1
+    for key in out:
+        assert torch.equal(by_bytes[key].tensor.cpu(), words[key].tensor.cpu()), key
