@@ -84,6 +84,11 @@ class PackRef:
     span: Span  # of each group of four takes the lowest bits of its three little-endian bytes (first | last)
 
 
+def pack_ratio(bits: int) -> Tuple[int, int]:
+    """(codes, bytes) of one packed group: (2, 1) for 4-bit codes, (4, 3) for 6-bit ones."""
+    return (2, 1) if bits == 4 else (4, 3)
+
+
 @dataclass(frozen=True)
 class StoreIR:
     target: str
@@ -143,8 +148,7 @@ class OutputIR:
 
     @property
     def pack_ratio(self) -> Tuple[int, int]:
-        """(codes, bytes) of one packed group: (2, 1) for 4-bit codes, (4, 3) for 6-bit ones."""
-        return (2, 1) if self.pack_bits == 4 else (4, 3)
+        return pack_ratio(self.pack_bits)
 
     def layout_name(self) -> str:
         return self.layout_text or "row_major"
@@ -273,11 +277,13 @@ def _resolve_store(d: DirectionIR, store: StoreIR, values: Dict[str, bool]) -> O
             sm = it.layout.axis_map
             amap = (amap[sm[0]], amap[sm[1]])
         pack_axis, pack_low = amap[1], active[packs[0]].low
-        codes, nbytes = (2, 1) if d.element.bits == 4 else (4, 3)
+        codes, nbytes = pack_ratio(d.element.bits)
+        size = (N if pack_axis == COLS else M) // codes
+        size = size * nbytes if nbytes > 1 else size
         if pack_axis == COLS:
-            cols = N // codes * nbytes if nbytes > 1 else N // codes
+            cols = size
         else:
-            rows = M // codes * nbytes if nbytes > 1 else M // codes
+            rows = size
     return OutputIR(d.name, "data", d.block, d.element.name, pack_axis, pack_low, chain, (rows, cols),
                     spans, text, conds, d.element.bits if packs else 4)
 

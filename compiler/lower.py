@@ -84,7 +84,7 @@ def _e8m0_ctx(sc, el) -> Dict[str, object]:
 def _store_format(sc) -> Optional[Dict[str, object]]:
     """The constants of a scale stored in a declared minifloat (NVFP4's E4M3, unsigned), from the
     library's declaration: its rounding on fp32 bits and its decoding."""
-    if getattr(sc, "store", None) != "e4m3":
+    if sc.storage != "e4m3":
         return None
     from .formats import element_formats
     fmt = element_formats()["e4m3"]()
@@ -134,6 +134,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
     by_block = nan_by_block(el, sc)
+    store_format = _store_format(sc)
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
     for f in dataclasses.fields(sc):  # every field of the scale format is rendered below
@@ -158,8 +159,8 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "scale_kind": sc.name,
         "scale_storage": sc.storage,
         # a stored scale of 1.0 (what masked lanes load): E8M0 127, the stored format's code of 1, fp32 1.0
-        "scale_one": {"e8m0": "127", "f32": "1.0"}.get(sc.storage) or f"0x{_store_format(sc)['one']:02X}",
-        "store_format": _store_format(sc),
+        "scale_one": {"e8m0": "127", "f32": "1.0"}.get(sc.storage) or f"0x{store_format['one']:02X}",
+        "store_format": store_format,
         "nan_propagate": sc.nan_in_amax == "propagate",
         "nan_by_block": by_block,
         # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
@@ -297,16 +298,13 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
             "message": (f"{o.key}: layout {stage} needs its {param} ({text}) to be a multiple of {k}, "
                         f"got {text} = {{value}}; {fix}"),
         })
-    if o.pack_axis is not None and nbytes == 1:
+    if o.pack_axis is not None:
         dim = "N" if o.pack_axis == COLS else "M"
-        reqs.append({"value": dim, "k": 2,
-                     "message": (f"{o.key}: two 4-bit codes share a byte along {dim}, so {dim} must be "
-                                 f"even, got {dim} = {{value}}; pad {dim} to an even size")})
-    elif o.pack_axis is not None:
-        dim = "N" if o.pack_axis == COLS else "M"
-        reqs.append({"value": dim, "k": 4,
-                     "message": (f"{o.key}: four 6-bit codes share three bytes along {dim}, so {dim} must "
-                                 f"be a multiple of 4, got {dim} = {{value}}; pad {dim} to a multiple of 4")})
+        share, rule, fix = (("two 4-bit codes share a byte", "be even", "an even size") if nbytes == 1 else
+                            ("four 6-bit codes share three bytes", "be a multiple of 4", "a multiple of 4"))
+        reqs.append({"value": dim, "k": codes,
+                     "message": (f"{o.key}: {share} along {dim}, so {dim} must {rule}, got {dim} = {{value}}; "
+                                 f"pad {dim} to {fix}")})
     has_pad = padded[0].render() != o.logical[0].render() or padded[1].render() != o.logical[1].render()
     # Tile multiples the kernel's BLOCK_M / BLOCK_N must respect for the tiled store.
     tile_mult = (1, 1)
