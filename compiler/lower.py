@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from quantlay.errors import SpecError
 
 from .expr import Bin, Const, Expr, Var
-from .formats import bf16_bits, f32_bits
+from .formats import bf16_bits, f16_bits, f32_bits
 from .ir import DirectionIR, OutputIR, Setting, VariantIR
 from . import tiles
 from .layout import COLS, ROWS, Chain
@@ -134,6 +134,10 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
     by_block = nan_by_block(el, sc)
+    # An E4M3 block scale gives a NaN multiplier exactly for a NaN amax and a finite one otherwise (with a
+    # tensor scale of magnitude above 2^-122, which the kernel checks), so NaN codes are set per block.
+    f32_form = (dtype == "bf16" and not d.block2d and el.bf16x2_fp32_rules and sc.name == "f32"
+                and sc.store == "e4m3")
     store_format = _store_format(sc)
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
@@ -168,7 +172,9 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
         # Compiled kernels encode bf16 input in bf16x2 PTX: x times a power of two is exact in bf16, and
         # the E8M0 multiplier is one. NaN blocks need the per-block NaN rule (their constants zero them).
-        "bf16x2": dtype == "bf16" and el.bf16x2_rules and by_block and not d.block2d,
+        # An fp32 multiplier (E4M3 block scales) takes the product in fp32 and narrows it (bf16x2_f32).
+        "bf16x2": dtype == "bf16" and not d.block2d and ((el.bf16x2_rules and by_block) or f32_form),
+        "bf16x2_f32": f32_form,
         **_element_ctx(el),
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),
     }
@@ -219,6 +225,13 @@ def _element_ctx(el) -> Dict[str, object]:
         "bf_code_scale": f"0x{bf16_bits(2.0 ** (el.bias - 127)):04X}",
         "bf_shift": 7 - el.mbits,
         "bf_code_exp": el.bias - 127,
+        # its ties-away form rounds in f16 (fp16 patterns): the smallest normal value, the magic M's
+        # exponent offset, the scale onto f16's smallest normal, and the code's bit
+        "h_min_normal": f"0x{f16_bits(sub):04X}",
+        "h_magic": f"0x{(10 - el.mbits) << 10:04X}",
+        "h_code_scale": f"0x{f16_bits(2.0 ** (el.bias - 15)):04X}",
+        "h_code_exp": el.bias - 15,
+        "h_shift": 10 - el.mbits,
         "hw_nan_select": el.hw_nan_select,
         "max_code": el.max_code,
         "P": el.max_pow2,

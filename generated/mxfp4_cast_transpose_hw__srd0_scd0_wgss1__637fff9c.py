@@ -580,7 +580,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         q_lo = _widen_bf16(lo) * mult[None, :, None, :]
         q_hi = _widen_bf16(hi) * mult[None, :, None, :]
         pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
-        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+        # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
         pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
     packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
 

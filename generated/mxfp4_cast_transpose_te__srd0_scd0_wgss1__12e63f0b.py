@@ -30,7 +30,7 @@ NAME = "mxfp4_cast_transpose_te__srd0_scd0_wgss1__12e63f0b"
 OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": False, "with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
-OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -131,6 +131,116 @@ def _encode_rowwise(q):
     return code  # NaN blocks are set after packing (one test per block)
 
 
+# rowwise: four bytes of E2M1 code pairs per asm instance, ties away from zero (PTX for sm_90).
+# Operands as in the ties-to-even form. q = x * mult is exact in bf16; a = min(|q|, max), at least
+# 2^-14 (every value below the first rounding boundary gives code 0), is exact in f16 ((a - 0x3800) << 3
+# per half), where one fma rounds a * (1 + 2^-10) + M to the step: the factor lifts an exact tie above
+# it and moves no other value of 8 significant bits across one. (a * K + M - M) * 2^-14 holds the
+# code at bit 9. Sign and NaN blocks as in the ties-to-even form.
+_BF16X2_ROWWISE = tl.constexpr("""{
+.reg .b32 q, a, h, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kfloor, kmin, kaway, kcode, k0, k1;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kfloor, 0x38803880;
+mov.b32 kmin, 0x3C003C00;
+mov.b32 kaway, 0x3C013C01;
+mov.b32 kcode, 0x04000400;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+mul.rn.bf16x2 q, $1, $5;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $7;
+lop3.b32 w0, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $2, $6;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $8;
+lop3.b32 w1, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $3, $5;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $7;
+lop3.b32 w2, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $4, $6;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $8;
+lop3.b32 w3, c, z, 0x10001000, 0xF8;
+shr.u32 w0, w0, 4;
+shr.u32 w1, w1, 4;
+or.b32 w0, w0, w2;
+or.b32 w1, w1, w3;
+shr.u32 w0, w0, 5;
+shr.u32 w1, w1, 5;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
+
+
+@triton.jit
+def _bf16x2_rowwise(lo, hi, kw):
+    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
 @triton.jit
 def _scale_colwise(ab):
     """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
@@ -180,6 +290,125 @@ def _encode_colwise(q):
     mag = tl.minimum((v + 0x200000) >> 22, 7)
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
+
+
+# colwise: four bytes of E2M1 code pairs per asm instance, ties away from zero (PTX for sm_90).
+# Operands as in the ties-to-even form. q = x * mult is exact in bf16; a = min(|q|, max), at least
+# 2^-14 (every value below the first rounding boundary gives code 0), is exact in f16 ((a - 0x3800) << 3
+# per half), where one fma rounds a * (1 + 2^-10) + M to the step: the factor lifts an exact tie above
+# it and moves no other value of 8 significant bits across one. (a * K + M - M) * 2^-14 holds the
+# code at bit 9. Sign and NaN blocks as in the ties-to-even form.
+_BF16X2_COLWISE = tl.constexpr("""{
+.reg .b32 q, a, h, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kfloor, kmin, kaway, kcode, k0, k1;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kfloor, 0x38803880;
+mov.b32 kmin, 0x3C003C00;
+mov.b32 kaway, 0x3C013C01;
+mov.b32 kcode, 0x04000400;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+mul.rn.bf16x2 q, $1, $5;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $7;
+lop3.b32 w0, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $2, $6;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $8;
+lop3.b32 w1, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $3, $5;
+lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $7;
+lop3.b32 w2, c, z, 0x10001000, 0xF8;
+mul.rn.bf16x2 q, $4, $6;
+lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+max.u16x2 a, a, kfloor;
+mad.lo.u32 h, a, 8, 0x3FFE4000;
+and.b32 t, h, 0x7C007C00;
+max.u16x2 t, t, kmin;
+add.u32 m, t, 0x24002400;
+fma.rn.f16x2 s, h, kaway, m;
+sub.rn.f16x2 r, s, m;
+mul.rn.f16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $8;
+lop3.b32 w3, c, z, 0x10001000, 0xF8;
+shr.u32 w0, w0, 4;
+shr.u32 w1, w1, 4;
+or.b32 w0, w0, w2;
+or.b32 w1, w1, w3;
+shr.u32 w0, w0, 5;
+shr.u32 w1, w1, 5;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_colwise(mult):
+    """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
+
+
+@triton.jit
+def _bf16x2_colwise(lo, hi, kw):
+    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
+@triton.jit
+def _row_order(even, odd, RUN: tl.constexpr):
+    """Even and odd rows loaded apart (tensor row j * L + l holds row pair l * RUN + j, L = rows // RUN)
+    -> one tensor of twice the rows in row order (a view: no data moves)."""
+    L: tl.constexpr = even.shape[0] // RUN
+    return tl.reshape(tl.permute(tl.reshape(tl.join(even, odd), [RUN, L, even.shape[1], 2]), (1, 0, 3, 2)),
+                      [2 * even.shape[0], even.shape[1]])
 
 
 @triton.jit
@@ -239,7 +468,8 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     PAIR_RUN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -252,6 +482,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    PAIR_RUN: the even and odd rows load apart, each thread holding runs of PAIR_RUN consecutive row
+    pairs (runtime.pair_run matches the load layout; any power of two up to a block's pairs is correct).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -265,25 +497,38 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+    # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+    # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+    # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+    L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+    ii = tl.arange(0, BLOCK_M // 2)
+    offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+    xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
     if EVEN:
-        xi = tl.load(x_ptrs)
+        xe = tl.load(xe_ptrs)
+        xo = tl.load(xe_ptrs + stride_xm)
     else:
-        xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+    xi = _row_order(xe, xo, PAIR_RUN)
+
+    abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+    abo = _abs_pairs(xo)
 
 
     # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xi)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, HW_CVT)
-    amax = _lanes_max(m) << 16
+    # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+    # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+    # block's threads; the rows back in order after
+    me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+    mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 32, 32 // 8, 4]), 3, HW_CVT)
+    w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+    w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+    amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
 
     x = _widen_bf16(xt)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
@@ -293,17 +538,26 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     # with no shared memory or barrier.
     if INPLACE_ROWS:
         mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+        if HW_CVT:
+            kw = _bf16x2_word_rowwise(mult)
     else:
         blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
         mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+            kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+        else:
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
-    # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-    packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
+    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks zeroed by their constants)
+        lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]))
+        packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+    else:
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32 // 2, 2]) * mult[:, :, None, None]
+        q_even, q_odd = tl.split(q)
+        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+        # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
+        packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_M, BLOCK_N // 32, 32 // 2])), [BLOCK_M, BLOCK_N // 2])
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
@@ -326,32 +580,33 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
     # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
-    xs = xi
-    if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-        xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-    xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xs)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
-    amax = _lanes_apart(m) << 16
-    amax = tl.trans(amax)  # the transposed tile's blocks
-
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way).
-    blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
+    # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+    # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+    # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+    m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+    m = _umax2_reduce(m, 1, HW_CVT)
+    amax = _lanes_apart(m) << 16  # fp32 bits
+    # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+    blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
     mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
-    # a NaN element made its block's byte 255 and the multiplier NaN: every code of the block is NaN's
-    packed = tl.reshape(tl.where((mult != mult)[:, :, None], 0, tl.reshape(packed, [BLOCK_N, BLOCK_M // 32, 32 // 2])), [BLOCK_N, BLOCK_M // 2])
+    if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+        kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N])
+    else:
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 32], the direction's blocks
+    lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+    hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 32, 16 // PAIR_RUN, BLOCK_N])
+    if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks zeroed by their constants)
+        pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
+    else:
+        q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+        q_hi = _widen_bf16(hi) * mult[None, :, None, :]
+        pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
+        # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
+        pk = tl.where((mult != mult)[None, :, None, :], 0, pk)
+    packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
 
     ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
     tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
@@ -441,6 +696,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
+    kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 32)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),

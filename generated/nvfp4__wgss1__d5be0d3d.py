@@ -30,7 +30,7 @@ NAME = "nvfp4__wgss1__d5be0d3d"
 OPTIONS = {"with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 16, 16  # what the blocks and tiled layouts need
-OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -134,6 +134,121 @@ def _encode_rowwise(q):
     return tl.where(q != q, 4, code)
 
 
+# rowwise: four bytes of E2M1 code pairs per asm instance from an fp32 multiplier (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5..$8: each element pair's
+# _bf16x2_word (the multiplier's fp32 bits, sign set in a NaN block), matching the halves of $1 $2 (and
+# so $3 $4). Per register: both products in fp32, narrowed to bf16 by rounding to odd (the high halves,
+# with bit 0 set where a low half was not zero: then the bf16 add's rounding to the format's step is the
+# fp32 value's own), then the steps of the power-of-two form; the sign is the product's.
+_BF16X2_ROWWISE = tl.constexpr("""{
+.reg .b32 f, g, r, t, a, m, s, c, z, w0, w1, w2, w3, kmax, kmin, kcode, kone, k0, k1;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+mov.b32 kone, 0x00010001;
+shl.b32 f, $1, 16;
+and.b32 g, $1, 0xFFFF0000;
+mul.rn.f32 f, f, $5;
+mul.rn.f32 g, g, $6;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+shl.b32 f, $2, 16;
+and.b32 g, $2, 0xFFFF0000;
+mul.rn.f32 f, f, $7;
+mul.rn.f32 g, g, $8;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+shl.b32 f, $3, 16;
+and.b32 g, $3, 0xFFFF0000;
+mul.rn.f32 f, f, $5;
+mul.rn.f32 g, g, $6;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+shl.b32 f, $4, 16;
+and.b32 g, $4, 0xFFFF0000;
+mul.rn.f32 f, f, $7;
+mul.rn.f32 g, g, $8;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+prmt.b32 k0, $5, $6, 0xFFBB;
+prmt.b32 k1, $7, $8, 0xFFBB;
+lop3.b32 w0, w0, k0, 0x00440044, 0xB8;
+lop3.b32 w1, w1, k1, 0x00440044, 0xB8;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> the encoder's per-block word: its bits, with the sign set
+    in a NaN block (the asm replicates that sign over the block's bytes to write the NaN code)."""
+    return tl.where(mult != mult, -4194304, mult.to(tl.int32, bitcast=True))  # 0xFFC00000: NaN, sign set
+
+
+@triton.jit
+def _bf16x2_rowwise(lo, hi, kw):
+    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    q = x * mult in fp32 (mult any fp32 value), then the power-of-two form's steps on bf16x2: rounding q
+    to bf16 by truncation with the sticky bit in bit 0 (round to odd) keeps 8 significant bits, at least
+    two more than any rounding boundary of the format needs, so the later round to nearest even is the
+    one of q itself. a = min(|q|, max); a + M rounds to the step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal)); (a + M - M) * 2^-126 holds the code at bit 6. The sign is q's
+    sign bit. A NaN block's bytes are 0x44. q is NaN only there: the kernel takes this path
+    only where every other multiplier is finite and positive (the sign marks a NaN block).
+    """
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 8, [lo, hi, kw],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
 @triton.jit
 def _scale_colwise(ab, ts):
     """colwise: block amax as fp32 bits (int32) -> (fp32 multiplier, stored scale: E4M3 byte).
@@ -181,6 +296,130 @@ def _encode_colwise(q):
     mag = steps + ((mb - 0x4A800000) >> 22)
     code = mag | ((u >> 28) & 8)
     return tl.where(q != q, 4, code)
+
+
+# colwise: four bytes of E2M1 code pairs per asm instance from an fp32 multiplier (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5..$8: each element pair's
+# _bf16x2_word (the multiplier's fp32 bits, sign set in a NaN block), matching the halves of $1 $2 (and
+# so $3 $4). Per register: both products in fp32, narrowed to bf16 by rounding to odd (the high halves,
+# with bit 0 set where a low half was not zero: then the bf16 add's rounding to the format's step is the
+# fp32 value's own), then the steps of the power-of-two form; the sign is the product's.
+_BF16X2_COLWISE = tl.constexpr("""{
+.reg .b32 f, g, r, t, a, m, s, c, z, w0, w1, w2, w3, kmax, kmin, kcode, kone, k0, k1;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+mov.b32 kone, 0x00010001;
+shl.b32 f, $1, 16;
+and.b32 g, $1, 0xFFFF0000;
+mul.rn.f32 f, f, $5;
+mul.rn.f32 g, g, $6;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+shl.b32 f, $2, 16;
+and.b32 g, $2, 0xFFFF0000;
+mul.rn.f32 f, f, $7;
+mul.rn.f32 g, g, $8;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+shl.b32 f, $3, 16;
+and.b32 g, $3, 0xFFFF0000;
+mul.rn.f32 f, f, $5;
+mul.rn.f32 g, g, $6;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+shl.b32 f, $4, 16;
+and.b32 g, $4, 0xFFFF0000;
+mul.rn.f32 f, f, $7;
+mul.rn.f32 g, g, $8;
+prmt.b32 r, f, g, 0x7632;
+prmt.b32 t, f, g, 0x5410;
+min.u16x2 t, t, kone;
+lop3.b32 a, r, t, 0x7FFF7FFF, 0xA8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 s, s, m;
+mul.rn.bf16x2 c, s, kcode;
+shr.u32 z, r, 6;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+prmt.b32 k0, $5, $6, 0xFFBB;
+prmt.b32 k1, $7, $8, 0xFFBB;
+lop3.b32 w0, w0, k0, 0x00440044, 0xB8;
+lop3.b32 w1, w1, k1, 0x00440044, 0xB8;
+prmt.b32 $0, w0, w1, 0x6420;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_colwise(mult):
+    """colwise: a block's fp32 multiplier -> the encoder's per-block word: its bits, with the sign set
+    in a NaN block (the asm replicates that sign over the block's bytes to write the NaN code)."""
+    return tl.where(mult != mult, -4194304, mult.to(tl.int32, bitcast=True))  # 0xFFC00000: NaN, sign set
+
+
+@triton.jit
+def _bf16x2_colwise(lo, hi, kw):
+    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    q = x * mult in fp32 (mult any fp32 value), then the power-of-two form's steps on bf16x2: rounding q
+    to bf16 by truncation with the sticky bit in bit 0 (round to odd) keeps 8 significant bits, at least
+    two more than any rounding boundary of the format needs, so the later round to nearest even is the
+    one of q itself. a = min(|q|, max); a + M rounds to the step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal)); (a + M - M) * 2^-126 holds the code at bit 6. The sign is q's
+    sign bit. A NaN block's bytes are 0x44. q is NaN only there: the kernel takes this path
+    only where every other multiplier is finite and positive (the sign marks a NaN block).
+    """
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 8, [lo, hi, kw],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
+@triton.jit
+def _row_order(even, odd, RUN: tl.constexpr):
+    """Even and odd rows loaded apart (tensor row j * L + l holds row pair l * RUN + j, L = rows // RUN)
+    -> one tensor of twice the rows in row order (a view: no data moves)."""
+    L: tl.constexpr = even.shape[0] // RUN
+    return tl.reshape(tl.permute(tl.reshape(tl.join(even, odd), [RUN, L, even.shape[1], 2]), (1, 0, 3, 2)),
+                      [2 * even.shape[0], even.shape[1]])
 
 
 @triton.jit
@@ -240,7 +479,8 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     PAIR_RUN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -253,6 +493,8 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    PAIR_RUN: the even and odd rows load apart, each thread holding runs of PAIR_RUN consecutive row
+    pairs (runtime.pair_run matches the load layout; any power of two up to a block's pairs is correct).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -267,25 +509,41 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
     ts = tl.load(ts_ptr)  # the per-tensor scale (two-level scaling)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    # the bf16x2 encoders need every multiplier (1 / ts) / scale finite and positive (or a NaN block's):
+    # ts > 2^-122 (else, and for a NaN ts, the fp32 encoder)
+    ts_fast = ts > 1.8807909613156600e-37
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+    # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+    # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+    # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+    L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+    ii = tl.arange(0, BLOCK_M // 2)
+    offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+    xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
     if EVEN:
-        xi = tl.load(x_ptrs)
+        xe = tl.load(xe_ptrs)
+        xo = tl.load(xe_ptrs + stride_xm)
     else:
-        xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+        xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+    xi = _row_order(xe, xo, PAIR_RUN)
+
+    abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+    abo = _abs_pairs(xo)
 
 
     # ---- rowwise: blocks 1x16, one E8M0 per 16 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xi)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 16, 16 // 2]), 2, HW_CVT)
-    amax = _lanes_max(m) << 16
+    # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+    # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+    # block's threads; the rows back in order after
+    me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+    mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+    w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+    w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+    amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
 
     x = _widen_bf16(xt)
     # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
@@ -301,9 +559,20 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
         mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
         e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
-    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks set after packing)
+        kw = _bf16x2_word_rowwise(mult)
+        lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]))
+        packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+        if not ts_fast:  # a multiplier may be Inf or negative (ts at most 2^-122): the fp32 encoder
+            x = _widen_bf16(xt)
+            q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
+            q_even, q_odd = tl.split(q)
+            packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+            packed = packed.to(tl.uint8)
+    else:
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
+        q_even, q_odd = tl.split(q)
+        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
 
     ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
     tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
@@ -326,30 +595,38 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
 
 
     # ---- colwise: blocks 16x1, one E8M0 per 16 elements; tile [BLOCK_N, BLOCK_M]
-    xs = xi
-    if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-        xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-    xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
-    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-    # bits are that pattern << 16. The fp32 tile is only for the multiply.
-    ab2 = _abs_pairs(xs)
-    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 16, 16, BLOCK_N // 2]), 1, HW_CVT)
-    amax = _lanes_apart(m) << 16
-    amax = tl.trans(amax)  # the transposed tile's blocks
-
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way).
-    blk = tl.arange(0, BLOCK_N * BLOCK_M // 16)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 16]), blk, 0)
+    # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+    # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+    # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+    m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+    m = _umax2_reduce(m, 1, HW_CVT)
+    amax = _lanes_apart(m) << 16  # fp32 bits
+    # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+    blk = tl.arange(0, BLOCK_M // 16 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 16 * BLOCK_N]), blk, 0)
     mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 16])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 16])
-    q = tl.reshape(x, [BLOCK_N, BLOCK_M // 16, 16 // 2, 2]) * mult[:, :, None, None]
-    q_even, q_odd = tl.split(q)
-    packed = tl.reshape(_encode_colwise(q_even) | (_encode_colwise(q_odd) << 4), [BLOCK_N, BLOCK_M // 2])
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 16, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 16, BLOCK_N])
+    e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 16], the direction's blocks
+    lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+    hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])
+    if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks set after packing)
+        kw = _bf16x2_word_colwise(mult)
+        pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
+        if not ts_fast:  # a multiplier may be Inf or negative (ts at most 2^-122): the fp32 encoder
+            q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+            q_hi = _widen_bf16(hi) * mult[None, :, None, :]
+            pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
+            # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
+            pk = tl.where((mult != mult)[None, :, None, :], 68, pk)
+            pk = pk.to(tl.uint8)
+    else:
+        q_lo = _widen_bf16(lo) * mult[None, :, None, :]
+        q_hi = _widen_bf16(hi) * mult[None, :, None, :]
+        pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
+        # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
+        pk = tl.where((mult != mult)[None, :, None, :], 68, pk)
+    packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
 
     ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
     tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
@@ -443,6 +720,7 @@ def quantize(x, tensor_scale=None, out=None, block_m=None, block_n=None, num_war
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
+    kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 16)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     _quantize_kernel[grid](x2.view(torch.int16), ts, bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),

@@ -2,7 +2,9 @@
 
 Triton's interpreter cannot run inline PTX, so CPU tests execute the generated asm text with this model
 instead: bf16 arithmetic is exact in float64 and rounded to bf16 (nearest, ties to even, subnormals
-kept, NaN results canonical 0x7FFF); min/max return the non-NaN operand; compares are ordered. These are the PTX ISA's rules
+kept, NaN results canonical 0x7FFF), f16 likewise (an fma rounds once: its operands' product and sum
+are exact in float64 here); min/max return the non-NaN operand; compares are ordered; fp32 products
+are IEEE's (NaN canonical 0x7FFFFFFF). These are the PTX ISA's rules
 for sm_90 bf16x2 arithmetic; the GPU test of the same encoders checks that the hardware agrees.
 """
 import re
@@ -19,15 +21,44 @@ def _val(h: torch.Tensor) -> torch.Tensor:
 
 def _round(v: torch.Tensor) -> torch.Tensor:
     """float64 -> bf16 pattern (int64): nearest, ties to even, subnormals; NaN -> 0x7FFF."""
-    a = v.abs()
-    e = torch.floor(torch.log2(torch.where(a > 0, a, torch.ones_like(a)))).clamp(min=-126)
-    quantum = torch.pow(2.0, e - 7)
-    r = torch.round(v / quantum) * quantum  # torch.round: half to even
-    r = torch.where(r.abs() > BF16_MAX, torch.copysign(torch.full_like(r, float("inf")), r), r)
-    r = torch.where(torch.isfinite(v), r, v)
-    r = torch.where(v == 0, v, r)  # keeps the sign of zero
+    r = _nearest(v, 7, -126, BF16_MAX)
     bits = (r.to(torch.float32).view(torch.int32).to(torch.int64) >> 16) & 0xFFFF  # exact: r is a bf16 value
     return torch.where(torch.isnan(v), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _nearest(v: torch.Tensor, mbits: int, emin: int, vmax: float) -> torch.Tensor:
+    """float64 -> the nearest value with mbits mantissa bits and exponent at least emin (ties to even,
+    subnormals, overflow to Inf), as float64."""
+    a = v.abs()
+    e = torch.floor(torch.log2(torch.where(a > 0, a, torch.ones_like(a)))).clamp(min=emin)
+    quantum = torch.pow(2.0, e - mbits)
+    r = torch.round(v / quantum) * quantum  # torch.round: half to even
+    r = torch.where(r.abs() > vmax, torch.copysign(torch.full_like(r, float("inf")), r), r)
+    r = torch.where(torch.isfinite(v), r, v)
+    return torch.where(v == 0, v, r)  # keeps the sign of zero
+
+
+def _hval(h: torch.Tensor) -> torch.Tensor:
+    """fp16 patterns (int64) -> float64 values."""
+    return (h & 0xFFFF).to(torch.int16).view(torch.float16).to(torch.float64)
+
+
+def _hround(v: torch.Tensor) -> torch.Tensor:
+    """float64 -> fp16 pattern (int64): nearest, ties to even, subnormals; NaN -> 0x7FFF."""
+    r = _nearest(v, 10, -14, 65504.0)
+    bits = r.to(torch.float16).view(torch.int16).to(torch.int64) & 0xFFFF  # exact: r is an fp16 value
+    return torch.where(torch.isnan(v), torch.full_like(bits, 0x7FFF), bits)
+
+
+def _harith(fn):
+    return lambda *xs: _hround(fn(*[_hval(x) for x in xs]))
+
+
+def _halves3(op, a, b, c):
+    out = 0
+    for sh in (0, 16):
+        out = out | (op((a >> sh) & 0xFFFF, (b >> sh) & 0xFFFF, (c >> sh) & 0xFFFF) << sh)
+    return out
 
 
 def _halves(op, a, b):
@@ -72,11 +103,32 @@ def _lop3(a, b, c, lut):
 
 
 def _prmt(a, b, sel):
+    """Default mode: selector nibble i picks result byte i from the 8 bytes of (b, a); its bit 3 set
+    replicates the picked byte's sign bit over the byte."""
     src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
     out = 0
     for i in range(4):
-        out = out | (src[(sel >> (4 * i)) & 7] << (8 * i))
+        nib = (sel >> (4 * i)) & 0xF
+        byte = src[nib & 7]
+        if nib & 8:
+            byte = torch.where(byte >= 0x80, 0xFF, 0) if isinstance(byte, torch.Tensor) else (0xFF if byte >= 0x80 else 0)
+        out = out | (byte << (8 * i))
     return out
+
+
+def _f32(a):
+    return (a & 0xFFFFFFFF).to(torch.int64).to(torch.int32).view(torch.float32)
+
+
+def _mul_f32(a, b):
+    """mul.rn.f32: IEEE fp32 product (subnormals kept); NaN results canonical 0x7FFFFFFF, as NVIDIA GPUs write."""
+    p = _f32(a) * _f32(b)
+    bits = p.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return torch.where(torch.isnan(p), 0x7FFFFFFF, bits)
+
+
+def _min_u16x2(a, b):
+    return _halves(lambda x, y: torch.minimum(x, y if isinstance(y, torch.Tensor) else torch.full_like(x, y)), a, b)
 
 
 OPS = {
@@ -88,6 +140,14 @@ OPS = {
     "set.lt.u32.bf16x2": lambda a, b: _halves(_set_lt, a, b),
     "set.eq.u32.bf16x2": lambda a, b: _halves(_set_eq, a, b),
     "and.b32": lambda a, b: a & b,
+    "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF,
+    "mul.rn.f32": _mul_f32,
+    "min.u16x2": _min_u16x2,
+    "max.u16x2": lambda a, b: _halves(torch.maximum, a, b),
+    "or.b32": lambda a, b: a | b,
+    "mul.rn.f16x2": lambda a, b: _halves(_harith(torch.mul), a, b),
+    "sub.rn.f16x2": lambda a, b: _halves(_harith(torch.sub), a, b),
+    "fma.rn.f16x2": lambda a, b, c: _halves3(_harith(lambda x, y, z: x * y + z), a, b, c),  # exact in float64
     "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
     "shr.u32": lambda a, b: a >> b,
     "mad.lo.u32": lambda a, b, c: (a * b + c) & 0xFFFFFFFF,

@@ -89,7 +89,8 @@ def test_hardware_convert_matches_reference_everywhere(name, direction):
 
 
 # ---- the bf16x2 PTX encoder of the MXFP4 kernels (compiled kernels only) --------------------------
-PAIR_CASES = [("mxfp4_cast_transpose_hw", "rowwise"), ("mxfp4_cast_transpose_hw", "colwise")]
+PAIR_CASES = [("mxfp4_cast_transpose_hw", "rowwise"), ("mxfp4_cast_transpose_hw", "colwise"),
+              ("mxfp4_cast_transpose_te", "rowwise"), ("mxfp4_cast_transpose_te", "colwise")]
 # multipliers 2^(127 - e) where the sign test changes regime: no bf16 x underflows fp32 (e < 144),
 # thresholds in bf16's subnormals (144..150) and normals (> 150), the subnormal multiplier (254) and a
 # NaN block (255)
@@ -212,4 +213,84 @@ def test_bf16x2_asm_matches_reference_everywhere(name, direction):
     want = _pair_reference(variant, direction, lo, hi, mult)
     bad = out.to(torch.int64) != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(out[i]), int(want[i]))
+                           for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+# ---- the bf16x2 encoder's fp32-multiplier form (NVFP4: E4M3 block scales, compiled kernels only) ----
+F32_CASES = [("nvfp4", "rowwise"), ("nvfp4", "colwise"), ("nvfp4_block_only", "rowwise")]
+TIES = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]  # E2M1's rounding boundaries
+
+
+def _f32_inputs(n_random):
+    """(lo, hi, mult) int64 / fp32 tensors: every finite bf16 pattern under general multipliers (long
+    mantissas, the E4M3 range's ends, subnormal products, a NaN block), and bf16 values x under
+    multipliers m = tie / x and one fp32 ulp either side, so products fall on and just beside every
+    rounding boundary (where narrowing to bf16 must not round twice)."""
+    g = torch.Generator().manual_seed(5)
+    p = torch.arange(1 << 16, dtype=torch.int64)
+    p = p[(p & 0x7FFF) <= 0x7F80]
+    general = [1.0, 1 / 6, 1 / 448, 64.0, float.fromhex("0x1.fffffep-1"), float.fromhex("0x1.000002p0"), 2.0 ** -137, 2.0 ** 120, float("nan")]
+    general += (2.0 ** torch.randint(-20, 20, (n_random,), generator=g) * (1 + torch.rand(n_random, generator=g))).tolist()
+    lo = [p.repeat(len(general))]
+    mult = [torch.tensor(general, dtype=torch.float32).repeat_interleave(len(p))]
+    xs = torch.tensor([1.0078125, 1.5, 1.9921875, 3.0, 0.3359375, 5.25], dtype=torch.bfloat16)
+    xb = xs.view(torch.int16).to(torch.int64) & 0xFFFF
+    for t in TIES:
+        m = (t / xs.float()).view(torch.int32)
+        for d in (-1, 0, 1):
+            lo += [xb, xb | 0x8000]
+            mult += [(m + d).view(torch.float32)] * 2
+    lo, mult = torch.cat(lo), torch.cat(mult)
+    hi = (lo * 40503 + 12345) & 0xFFFF
+    hi = torch.where((hi & 0x7FFF) > 0x7F80, hi & 0x8000, hi)
+    n = len(lo) // 4 * 4
+    return lo[:n], hi[:n], mult[:n]
+
+
+def _f32_reference(variant, direction, lo, hi, mult):
+    el = variant.direction(direction).element
+    f = lambda h: (h.to(torch.int32) << 16).view(torch.float32)  # noqa: E731
+    want = el.encode_reference(f(lo) * mult).to(torch.int64) | (el.encode_reference(f(hi) * mult).to(torch.int64) << 4)
+    return torch.where(torch.isnan(mult), el.nan | (el.nan << 4), want)  # a NaN block: the NaN code's byte
+
+
+@pytest.mark.parametrize("name,direction", F32_CASES)
+def test_bf16x2_f32_asm_matches_reference_in_the_ptx_model(name, direction):
+    """The fp32-multiplier encoder's PTX text in tests/ptx_model.py, on every finite bf16 pattern and on
+    products beside every rounding boundary; the GPU test below runs the same on the hardware."""
+    import ptx_model
+    kernel = shipped_kernels()[name]
+    variant = kernel.variant(**dict.fromkeys(kernel.options, False))
+    mod = find(name, **dict.fromkeys(kernel.options, False))
+    asm = getattr(mod, f"_BF16X2_{direction.upper()}").value
+    lo, hi, mult = _f32_inputs(3)
+    out = torch.empty(mult.shape, dtype=torch.int32, device=DEVICE)
+    _run_word[(triton.cdiv(mult.numel(), 4096),)](mult.to(DEVICE), out, mult.numel(),
+                                                 WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=4096)
+    kw = out.cpu().to(torch.int64) & 0xFFFFFFFF
+    g = lambda t: t.reshape(-1, 4)  # noqa: E731
+    ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *g(kw).unbind(1)]
+    got = torch.stack([(ptx_model.run(asm, ops) >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
+    want = _f32_reference(variant, direction, lo, hi, mult)
+    bad = got != want
+    assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(got[i]), int(want[i]))
+                           for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+@pytest.mark.gpu  # inline PTX runs compiled only
+@pytest.mark.parametrize("name,direction", F32_CASES)
+def test_bf16x2_f32_asm_matches_reference_everywhere(name, direction):
+    """The kernel's own fp32-multiplier _bf16x2 function on the GPU, with 64 random multipliers more."""
+    kernel = shipped_kernels()[name]
+    variant = kernel.variant(**dict.fromkeys(kernel.options, False))
+    mod = find(name, **dict.fromkeys(kernel.options, False))
+    lo, hi, mult = (t.cuda() for t in _f32_inputs(64))
+    out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
+    BLOCK = 4096
+    _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
+                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"),
+                                                  WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=BLOCK)
+    want = _f32_reference(variant, direction, lo, hi, mult)
+    bad = out.to(torch.int64) != want
+    assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(out[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]

@@ -100,8 +100,10 @@ def test_worked_block_example():
 
 
 def test_bf16x2_encoder_only_where_its_rules_hold():
-    """The bf16x2 PTX encoder implements one rule set (E2M1 ties to even, a sign for every q < 0, NaN
-    as code 0, NaN by block) on bf16 input; every other kernel keeps the fp32 encoders."""
+    """The bf16x2 PTX encoder implements these rule sets on bf16 input: E2M1 ties to even or away under a
+    power of two (a sign for every q < 0, NaN as code 0, NaN by block) and, from an fp32 multiplier, E2M1
+    ties to even with the sign bit under an E4M3 block scale (NVFP4); every other kernel keeps the fp32
+    encoders."""
     from quantlay.lower import lower
     from quantlay.spec import load, shipped_kernels
     kernels = shipped_kernels()
@@ -110,8 +112,9 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
         return {c["name"]: c["bf16x2"] for c in lower(k.variants()[0])["directions"]}
 
     assert flags(kernels["mxfp4_cast_transpose_hw"]) == {"rowwise": True, "colwise": True}
-    assert not any(flags(kernels["mxfp4_cast_transpose_te"]).values())  # ties away from zero
-    assert not any(v for n, k in kernels.items() if not n.startswith("mxfp4") for v in flags(k).values())
+    assert flags(kernels["mxfp4_cast_transpose_te"]) == {"rowwise": True, "colwise": True}  # ties away: f16
+    assert flags(kernels["nvfp4"]) == flags(kernels["nvfp4_block_only"]) == {"rowwise": True, "colwise": True}
+    assert not any(v for n, k in kernels.items() if not n.startswith(("mxfp4", "nvfp4")) for v in flags(k).values())
     fp16 = load("""kernel fp4_fp16(x: fp16[M, N]) {
         rowwise blocks 1x32 profile mxfp4_hw {
             store data  as packed(low: even)
@@ -120,8 +123,12 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
     }""")[0]
     assert flags(fp16) == {"rowwise": False}  # x * 2^k is exact in bf16 only for bf16 input
     assert E2M1(ties="even", zero_sign="negative_only", nan=0).bf16x2_rules
+    assert E2M1(ties="away", zero_sign="negative_only", nan=0).bf16x2_rules
     for other in (dict(zero_sign="sign_bit"), dict(nan=7), dict(ties="zero")):
         assert not E2M1(**{"ties": "even", "zero_sign": "negative_only", "nan": 0, **other}).bf16x2_rules
+    assert E2M1(ties="even", zero_sign="sign_bit", nan=4).bf16x2_fp32_rules
+    assert not E2M1(ties="away", zero_sign="sign_bit").bf16x2_fp32_rules
+    assert not E2M1(ties="even", zero_sign="negative_only").bf16x2_fp32_rules
 
 
 def test_the_declared_e2m1_has_the_documented_grid():

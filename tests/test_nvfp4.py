@@ -71,6 +71,19 @@ def test_two_levels_on_special_inputs_match_the_reference():
             assert reference.same_values(res[key].tensor, ref[key]), (cls, key)
 
 
+@pytest.mark.parametrize("ts", [1e-38, 2.0 ** -122, 2.0 ** -121, -0.5, 0.0, 3e38, float("inf"), float("nan")])
+def test_any_given_tensor_scale_matches_the_reference(ts):
+    """Given tensor scales at and past the compiled encoder's condition (ts > 2^-122: every multiplier
+    finite and positive; otherwise the fp32 encoder runs), on normal values, zeros and subnormals."""
+    for cls in ("normal", "zeros", "subnormals"):
+        x = getattr(inputs, cls)(64, 96, seed=8).to(DEVICE)
+        given = torch.tensor([ts], dtype=torch.float32)
+        res = find("nvfp4").quantize(x, given.to(DEVICE))
+        ref = reference.quantize(KERNELS["nvfp4"].variant(), x, tensor_scale=given)
+        for key in ref:
+            assert reference.same_values(res[key].tensor, ref[key]), (cls, key)
+
+
 @pytest.mark.parametrize("M,N", [(70, 98), (34, 18), (2, 2)])
 @pytest.mark.parametrize("swizzled", [False, True])
 @pytest.mark.parametrize("kernel", ["nvfp4", "nvfp4_block_only"])
