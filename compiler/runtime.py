@@ -266,11 +266,8 @@ def pair_run(block_m: int, block_n: int, num_warps: int, block_rows: int) -> int
 
 
 def tensor_scale(name: str, x: torch.Tensor, given, divisor: float) -> torch.Tensor:
-    """A two-level kernel's per-tensor fp32 scale: `given` (checked), else amax(x) / divisor computed on
-    x's device (no host sync)."""
-    if given is None:  # one read of x (x.abs().amax() writes |x| out first)
-        lo, hi = torch.aminmax(x)
-        return (torch.maximum(lo.abs(), hi.abs()).float() / divisor).reshape(1)
+    """A two-level kernel's given per-tensor fp32 scale (amax / divisor), checked (the kernel module
+    computes one itself when none is given)."""
     if not isinstance(given, torch.Tensor) or given.numel() != 1 or given.dtype != torch.float32:
         raise LaunchError(f"{name}: tensor_scale must be a 1-element float32 tensor (amax / {divisor:g}), got "
                           f"{given.dtype if isinstance(given, torch.Tensor) else type(given).__name__}"

@@ -476,6 +476,36 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
+def _tensor_scale_kernel(x_ptr, acc_ptr, ts_ptr, M, N, stride_xm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The computed tensor scale, a first pass over x: each program's amax(|x|) as bit patterns (which
+    order like the values, NaN above Inf) into acc[0]; the last program to count itself in acc[1] writes
+    ts = amax / 2688.0 (acc zeroed by the caller; no host sync)."""
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m = (tl.program_id(0) // tiles_n).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (tl.program_id(0) % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    v = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :],
+                mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
+    m = tl.max(tl.max(v.to(tl.int32) & 0x7FFF, 1), 0)
+    tl.atomic_max(acc_ptr, m)
+    if tl.atomic_add(acc_ptr + 1, 1) == tl.num_programs(0) - 1:  # acq_rel: every program's max is in
+        m = tl.atomic_max(acc_ptr, 0)
+        amax = (m << 16).to(tl.float32, bitcast=True)
+        tl.store(ts_ptr, tl.div_rn(amax, 2688.0))
+
+
+def _tensor_scale(x2):
+    """amax(x) / 2688.0 as a 1-element fp32 tensor on x's device, by _tensor_scale_kernel."""
+    M, N = x2.shape
+    acc = torch.zeros(2, dtype=torch.int32, device=x2.device)
+    ts = torch.empty(1, dtype=torch.float32, device=x2.device)
+    bm, bn = 32, 256
+    _tensor_scale_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](x2.view(torch.int16), acc, ts, M, N, x2.stride(0),
+                                                                      BLOCK_M=bm, BLOCK_N=bn, num_warps=4)
+    return ts
+
+
+@triton.jit
 def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
@@ -700,7 +730,7 @@ def quantize(x, tensor_scale=None, out=None, block_m=None, block_n=None, num_war
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
-    ts = runtime.tensor_scale(NAME, x2, tensor_scale, 2688.0)
+    ts = _tensor_scale(x2) if tensor_scale is None else runtime.tensor_scale(NAME, x2, tensor_scale, 2688.0)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     # the caller's settings, else the committed table's (quantlay tune), else the template's default

@@ -84,6 +84,23 @@ def test_any_given_tensor_scale_matches_the_reference(ts):
             assert reference.same_values(res[key].tensor, ref[key]), (cls, key)
 
 
+def test_computed_tensor_scale_reads_strided_rows_and_every_tile():
+    """The first pass (its own kernel: a max per program, the last program divides) on rows with a
+    stride and a ragged last tile, with the largest |x| placed in the last tile, and a NaN anywhere."""
+    big = (inputs.normal(70, 320, seed=9) / 4096).to(DEVICE)
+    big[69, 290] = -1000.0  # the last tile of both axes (the pass reads 32 x 256 tiles), outside x below
+    big[69, 280] = -900.0
+    x = big[:, :288]
+    res = find("nvfp4").quantize(x)
+    assert res["tensor_scale"].tensor.cpu().item() == torch.tensor(900.0 / 2688.0, dtype=torch.float32).item()
+    ref = reference.quantize(KERNELS["nvfp4"].variant(), x.contiguous())
+    for key in ref:
+        assert reference.same_values(res[key].tensor, ref[key]), key
+    x = x.clone()
+    x[3, 5] = float("nan")
+    assert torch.isnan(find("nvfp4").quantize(x)["tensor_scale"].tensor).all()
+
+
 @pytest.mark.parametrize("M,N", [(70, 98), (34, 18), (2, 2)])
 @pytest.mark.parametrize("swizzled", [False, True])
 @pytest.mark.parametrize("kernel", ["nvfp4", "nvfp4_block_only"])
