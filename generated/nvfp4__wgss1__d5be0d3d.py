@@ -540,142 +540,244 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         pid_n = pid_n.to(tl.int64)
     ts = tl.load(ts_ptr)  # the per-tensor scale (two-level scaling)
     # the bf16x2 encoders need every multiplier (1 / ts) / scale finite and positive (or a NaN block's):
-    # ts > 2^-122 (else, and for a NaN ts, the fp32 encoder)
-    ts_fast = ts > 1.8807909613156600e-37
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
-    # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
-    # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
-    # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
-    # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
-    L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
-    ii = tl.arange(0, BLOCK_M // 2)
-    offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
-    xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
-    if EVEN:
-        xe = tl.load(xe_ptrs)
-        xo = tl.load(xe_ptrs + stride_xm)
-    else:
-        xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
-        xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
-    xi = _row_order(xe, xo, PAIR_RUN)
+    # ts > 2^-122; otherwise (and for a NaN ts) the fp32 encoders, in a branch of their own so that
+    # neither path keeps the other's registers live (two ifs: the branches' names differ in type)
+    if ts > 1.8807909613156600e-37:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
+        # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+        # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+        # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+        # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+        L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+        ii = tl.arange(0, BLOCK_M // 2)
+        offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+        xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
+        if EVEN:
+            xe = tl.load(xe_ptrs)
+            xo = tl.load(xe_ptrs + stride_xm)
+        else:
+            xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+            xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+        xi = _row_order(xe, xo, PAIR_RUN)
 
-    abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
-    abo = _abs_pairs(xo)
+        abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+        abo = _abs_pairs(xo)
 
 
-    # ---- rowwise: blocks 1x16, one E8M0 per 16 elements; tile [BLOCK_M, BLOCK_N]
-    xt = xi
-    # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
-    # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
-    # block's threads; the rows back in order after
-    me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
-    mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
-    w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
-    w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
-    amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
+        # ---- rowwise: blocks 1x16, one E8M0 per 16 elements; tile [BLOCK_M, BLOCK_N]
+        xt = xi
+        # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+        # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+        # block's threads; the rows back in order after
+        me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+        mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+        w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+        w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+        amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
 
-    x = _widen_bf16(xt)
-    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-    # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-    # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-    # with no shared memory or barrier.
-    if INPLACE_ROWS:
-        mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
-    else:
-        blk = tl.arange(0, BLOCK_M * BLOCK_N // 16)
-        amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 16]), blk, 0)
-        mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
-        e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
-    if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks set after packing)
-        kw = _bf16x2_word_rowwise(mult)
-        lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]))
-        packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
-        if not ts_fast:  # a multiplier may be Inf or negative (ts at most 2^-122): the fp32 encoder
-            x = _widen_bf16(xt)
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+        # with no shared memory or barrier.
+        if INPLACE_ROWS:
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
+        else:
+            blk = tl.arange(0, BLOCK_M * BLOCK_N // 16)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 16]), blk, 0)
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
+            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
+        if HW_CVT:  # compiled: bf16x2 PTX on the element pairs (NaN blocks set after packing)
+            kw = _bf16x2_word_rowwise(mult)
+            lo, hi = tl.split(tl.reshape(xt, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]))
+            packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, :, None]), [BLOCK_M, BLOCK_N // 2])
+        else:
             q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
             q_even, q_odd = tl.split(q)
             packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
-            packed = packed.to(tl.uint8)
-    else:
-        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
-        q_even, q_odd = tl.split(q)
-        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
 
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
-    r = ti
-    c = tj
-    v = packed
-    off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * s0 + (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
-    if EVEN:
-        tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
-    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-        ok = (r < M) & (c < s0)
-        tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * s0 + (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+        if EVEN:
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < M) & (c < s0)
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
-    r = ti
-    c = tj
-    val = tl.where((r < M) & (c < s1), e_rowwise, 0)
-    tl.store(rowwise_scale_ptr + (((((((((r // 128) * s5) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s2) & (c < s3))
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
+        r = ti
+        c = tj
+        val = tl.where((r < M) & (c < s1), e_rowwise, 0)
+        tl.store(rowwise_scale_ptr + (((((((((r // 128) * s5) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s2) & (c < s3))
 
 
-    # ---- colwise: blocks 16x1, one E8M0 per 16 elements; tile [BLOCK_N, BLOCK_M]
-    # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
-    # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
-    # a u16x2 max per two columns, over the pairs of each block: each thread's run first
-    m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
-    m = _umax2_reduce(m, 1, HW_CVT)
-    amax = _lanes_apart(m) << 16  # fp32 bits
-    # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
-    blk = tl.arange(0, BLOCK_M // 16 * BLOCK_N)
-    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 16 * BLOCK_N]), blk, 0)
-    mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
-    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 16, BLOCK_N])
-    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 16, BLOCK_N])
-    e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 16], the direction's blocks
-    lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
-    hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])
-    if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks set after packing)
-        kw = _bf16x2_word_colwise(mult)
-        pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
-        if not ts_fast:  # a multiplier may be Inf or negative (ts at most 2^-122): the fp32 encoder
+        # ---- colwise: blocks 16x1, one E8M0 per 16 elements; tile [BLOCK_N, BLOCK_M]
+        # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+        # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+        # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+        m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+        m = _umax2_reduce(m, 1, HW_CVT)
+        amax = _lanes_apart(m) << 16  # fp32 bits
+        # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+        blk = tl.arange(0, BLOCK_M // 16 * BLOCK_N)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 16 * BLOCK_N]), blk, 0)
+        mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 16, BLOCK_N])
+        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 16, BLOCK_N])
+        e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 16], the direction's blocks
+        lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+        hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])
+        if HW_CVT:  # compiled: bf16x2 PTX (NaN blocks set after packing)
+            kw = _bf16x2_word_colwise(mult)
+            pk = _bf16x2_colwise(lo, hi, kw[None, :, None, :])
+        else:
             q_lo = _widen_bf16(lo) * mult[None, :, None, :]
             q_hi = _widen_bf16(hi) * mult[None, :, None, :]
             pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
             # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
             pk = tl.where((mult != mult)[None, :, None, :], 68, pk)
-            pk = pk.to(tl.uint8)
-    else:
+        packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
+
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s6 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < N) & (c < s6)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16))[None, :]
+        r = ti
+        c = tj
+        val = tl.where((r < N) & (c < s7), e_colwise, 0)
+        tl.store(colwise_scale_ptr + (((((((((r // 128) * s11) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s8) & (c < s9))
+
+    if not ts > 1.8807909613156600e-37:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
+        # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+        # Even and odd rows apart, so a 4-bit code pair along M (rows 2p, 2p + 1) lies in one thread: tensor
+        # row i = j * L + l holds pair p = l * PAIR_RUN + j (L = BLOCK_M // 2 // PAIR_RUN), giving each thread
+        # runs of consecutive pairs, whose code bytes transpose as words. xi is the tile in row order again.
+        L: tl.constexpr = BLOCK_M // 2 // PAIR_RUN
+        ii = tl.arange(0, BLOCK_M // 2)
+        offs_e = pid_m * BLOCK_M + 2 * ((ii % L) * PAIR_RUN + ii // L)
+        xe_ptrs = x_ptr + offs_e[:, None] * stride_xm + offs_n[None, :]
+        if EVEN:
+            xe = tl.load(xe_ptrs)
+            xo = tl.load(xe_ptrs + stride_xm)
+        else:
+            xe = tl.load(xe_ptrs, mask=(offs_e[:, None] < M) & (offs_n[None, :] < N), other=0)
+            xo = tl.load(xe_ptrs + stride_xm, mask=(offs_e[:, None] + 1 < M) & (offs_n[None, :] < N), other=0)
+        xi = _row_order(xe, xo, PAIR_RUN)
+
+        abe = _abs_pairs(xe)  # |x| pairs of the even rows, of the odd rows
+        abo = _abs_pairs(xo)
+
+
+        # ---- rowwise: blocks 1x16, one E8M0 per 16 elements; tile [BLOCK_M, BLOCK_N]
+        xt = xi
+        # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
+        # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
+        # block's threads; the rows back in order after
+        me = _umax2_reduce(tl.reshape(abe, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+        mo = _umax2_reduce(tl.reshape(abo, [BLOCK_M // 2, BLOCK_N // 16, 16 // 8, 4]), 3, HW_CVT)
+        w = _umax2((me & 0xFFFF) | (mo << 16), ((me >> 16) & 0xFFFF) | ((mo >> 16) << 16), HW_CVT)
+        w = _umax2_reduce(w, 2, HW_CVT)  # (even row's amax, odd row's) as bf16 patterns
+        amax = _row_order(w << 16, (w >> 16) << 16, PAIR_RUN)
+
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+        # with no shared memory or barrier.
+        if INPLACE_ROWS:
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
+        else:
+            blk = tl.arange(0, BLOCK_M * BLOCK_N // 16)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 16]), blk, 0)
+            mult, e_rowwise = _scale_rowwise(amax, ts)  # multiplier, stored scale
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 16])
+            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 16])
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 16, 16 // 2, 2]) * mult[:, :, None, None]
+        q_even, q_odd = tl.split(q)
+        packed = tl.reshape(_encode_rowwise(q_even) | (_encode_rowwise(q_odd) << 4), [BLOCK_M, BLOCK_N // 2])
+
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * s0 + (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
+        if EVEN:
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < M) & (c < s0)
+            tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
+        r = ti
+        c = tj
+        val = tl.where((r < M) & (c < s1), e_rowwise, 0)
+        tl.store(rowwise_scale_ptr + (((((((((r // 128) * s5) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s2) & (c < s3))
+
+
+        # ---- colwise: blocks 16x1, one E8M0 per 16 elements; tile [BLOCK_N, BLOCK_M]
+        # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
+        # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
+        # a u16x2 max per two columns, over the pairs of each block: each thread's run first
+        m = _umax2_reduce(tl.reshape(_umax2(abe, abo, HW_CVT), [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N // 2]), 0, HW_CVT)
+        m = _umax2_reduce(m, 1, HW_CVT)
+        amax = _lanes_apart(m) << 16  # fp32 bits
+        # the scale math once per block on a 1-D spread of the blocks (see the rowwise direction)
+        blk = tl.arange(0, BLOCK_M // 16 * BLOCK_N)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 16 * BLOCK_N]), blk, 0)
+        mult, e_colwise = _scale_colwise(amax, ts)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 16, BLOCK_N])
+        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 16, BLOCK_N])
+        e_colwise = tl.trans(e_colwise)  # [BLOCK_N, BLOCK_M // 16], the direction's blocks
+        lo = tl.reshape(xe, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])  # the low nibble's rows
+        hi = tl.reshape(xo, [PAIR_RUN, BLOCK_M // 16, 8 // PAIR_RUN, BLOCK_N])
         q_lo = _widen_bf16(lo) * mult[None, :, None, :]
         q_hi = _widen_bf16(hi) * mult[None, :, None, :]
         pk = _encode_colwise(q_lo) | (_encode_colwise(q_hi) << 4)
         # a NaN element made its block's scale NaN and the multiplier NaN: every code of the block is NaN's
         pk = tl.where((mult != mult)[None, :, None, :], 68, pk)
-    packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
+        packed = tl.trans(tl.reshape(tl.permute(pk, (1, 2, 0, 3)), [BLOCK_M // 2, BLOCK_N]))
 
-    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
-    r = ti
-    c = tj
-    v = packed
-    off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s6 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
-    if EVEN:
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-        ok = (r < N) & (c < s6)
-        tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None] * s6 + (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < N) & (c < s6)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
-    ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-    tj = (pid_m * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16))[None, :]
-    r = ti
-    c = tj
-    val = tl.where((r < N) & (c < s7), e_colwise, 0)
-    tl.store(colwise_scale_ptr + (((((((((r // 128) * s11) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s8) & (c < s9))
+        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+        tj = (pid_m * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16))[None, :]
+        r = ti
+        c = tj
+        val = tl.where((r < N) & (c < s7), e_colwise, 0)
+        tl.store(colwise_scale_ptr + (((((((((r // 128) * s11) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s8) & (c < s9))
 
 
 def _sizes(M, N):
