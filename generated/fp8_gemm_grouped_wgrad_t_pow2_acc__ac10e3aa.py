@@ -200,11 +200,6 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     num_n = gl.cdiv(N, BLOCK_N)
     num_m = gl.cdiv(M, BLOCK_M)
     num_tiles = G * num_m * num_n
-    # the group whose token range (K blocks kb_lo..kb_hi) is loaded: a program's tiles change group a few
-    # times in all, so its loads do not hold the loader, and so the pipeline, at every tile's start
-    g_cur = -1
-    kb_lo = 0
-    kb_hi = 0
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # group g's [M, N] output, its tiles in GROUP_M order; its tokens are the padded rows [lo, hi)
@@ -216,10 +211,8 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
         pid_n = (tg % width) // size_m
         row0 = (first_m + (tg % width) % size_m) * BLOCK_M
         row_end = M
-        if g != g_cur:
-            kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
-            kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
-            g_cur = g
+        kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
+        kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
         found = True
         if found:
             j0 = pid_n * BLOCK_N
@@ -249,11 +242,6 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     num_m = gl.cdiv(M, BLOCK_M)
     num_tiles = G * num_m * num_n
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
-    # the group whose token range (K blocks kb_lo..kb_hi) is loaded: a program's tiles change group a few
-    # times in all, so its loads do not hold the loader, and so the pipeline, at every tile's start
-    g_cur = -1
-    kb_lo = 0
-    kb_hi = 0
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -266,10 +254,8 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         pid_n = (tg % width) // size_m
         row0 = (first_m + (tg % width) % size_m) * BLOCK_M
         row_end = M
-        if g != g_cur:
-            kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
-            kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
-            g_cur = g
+        kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
+        kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
         if IDX64:  # the output's group offset g * M * N may pass 2^31
             g = g.to(gl.int64)
         found = True
