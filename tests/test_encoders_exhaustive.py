@@ -115,7 +115,17 @@ def _pair_reference(variant, direction, lo, hi, mult):
     el = variant.direction(direction).element
     f = lambda h: (h.to(torch.int32) << 16).view(torch.float32)  # noqa: E731
     want = el.encode_reference(f(lo) * mult).to(torch.int64) | (el.encode_reference(f(hi) * mult).to(torch.int64) << 4)
-    return torch.where(torch.isnan(mult), 0, want)  # a NaN block: every byte is the NaN code 0
+    return torch.where(torch.isnan(mult), el.nan | (el.nan << 4), want)  # a NaN block: the NaN code's byte
+
+
+def _pairs_on_gpu(mod, direction, lo, hi, mult):
+    """The module's own _bf16x2 function (and its per-block word) compiled, on every element pair."""
+    out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
+    BLOCK = 4096
+    _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
+                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"),
+                                                  WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=BLOCK)
+    return out.to(torch.int64)
 
 
 def _mult(mod, direction, e):
@@ -205,13 +215,9 @@ def test_bf16x2_asm_matches_reference_everywhere(name, direction):
     mod = find(name, **dict.fromkeys(kernel.options, False))
     lo, hi, e = (t.cuda() for t in _pair_inputs(list(range(256))))
     mult = _mult(mod, direction, e)
-    out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
-    BLOCK = 4096
-    _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
-                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"),
-                                                  WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=BLOCK)
+    out = _pairs_on_gpu(mod, direction, lo, hi, mult)
     want = _pair_reference(variant, direction, lo, hi, mult)
-    bad = out.to(torch.int64) != want
+    bad = out != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(out[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]
 
@@ -247,13 +253,6 @@ def _f32_inputs(n_random):
     return lo[:n], hi[:n], mult[:n]
 
 
-def _f32_reference(variant, direction, lo, hi, mult):
-    el = variant.direction(direction).element
-    f = lambda h: (h.to(torch.int32) << 16).view(torch.float32)  # noqa: E731
-    want = el.encode_reference(f(lo) * mult).to(torch.int64) | (el.encode_reference(f(hi) * mult).to(torch.int64) << 4)
-    return torch.where(torch.isnan(mult), el.nan | (el.nan << 4), want)  # a NaN block: the NaN code's byte
-
-
 @pytest.mark.parametrize("name,direction", F32_CASES)
 def test_bf16x2_f32_asm_matches_reference_in_the_ptx_model(name, direction):
     """The fp32-multiplier encoder's PTX text in tests/ptx_model.py, on every finite bf16 pattern and on
@@ -271,7 +270,7 @@ def test_bf16x2_f32_asm_matches_reference_in_the_ptx_model(name, direction):
     g = lambda t: t.reshape(-1, 4)  # noqa: E731
     ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *g(kw).unbind(1)]
     got = torch.stack([(ptx_model.run(asm, ops) >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
-    want = _f32_reference(variant, direction, lo, hi, mult)
+    want = _pair_reference(variant, direction, lo, hi, mult)
     bad = got != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(got[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]
@@ -285,12 +284,8 @@ def test_bf16x2_f32_asm_matches_reference_everywhere(name, direction):
     variant = kernel.variant(**dict.fromkeys(kernel.options, False))
     mod = find(name, **dict.fromkeys(kernel.options, False))
     lo, hi, mult = (t.cuda() for t in _f32_inputs(64))
-    out = torch.empty(lo.shape, dtype=torch.uint8, device="cuda")
-    BLOCK = 4096
-    _run_pairs[(triton.cdiv(lo.numel(), BLOCK),)](lo.to(torch.int16), hi.to(torch.int16), mult, out, lo.numel(),
-                                                  PAIRS=getattr(mod, f"_bf16x2_{direction}"),
-                                                  WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=BLOCK)
-    want = _f32_reference(variant, direction, lo, hi, mult)
-    bad = out.to(torch.int64) != want
+    out = _pairs_on_gpu(mod, direction, lo, hi, mult)
+    want = _pair_reference(variant, direction, lo, hi, mult)
+    bad = out != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(out[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]
