@@ -175,3 +175,25 @@ profile p {
 """
     with pytest.raises(SpecError, match="tensor_scale: true scales E4M3 block scales"):
         specmod.load(spec)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_two_levels_from_fp16_and_fp32_input(dtype):
+    """A user's NVFP4 spec on fp16 or fp32 input: the first pass reads that dtype's bit patterns; the
+    tensor scale and the codes equal the reference's (the fp32 encoders: bf16x2 is for bf16 input)."""
+    import quantlay
+    spec = f"""kernel nv_{dtype}(x: {dtype}[M, N]) {{
+        rowwise blocks 1x16 profile nvfp4 {{
+            store data  as packed(low: even)
+            store scale as row_major
+        }}
+    }}"""
+    mod = quantlay.build(spec)
+    variant = specmod.load(spec)[0].variant()
+    torch_dtype = {"fp16": torch.float16, "fp32": torch.float32}[dtype]
+    for cls in ("normal", "subnormals", "zeros"):
+        x = getattr(inputs, cls)(48, 80, seed=3).to(torch_dtype).to(DEVICE)
+        res, ref = mod.quantize(x), reference.quantize(variant, x)
+        assert torch.equal(res["tensor_scale"].tensor.cpu(), ref["tensor_scale"].cpu()), cls
+        for key in ref:
+            assert reference.same_values(res[key].tensor, ref[key]), (cls, key)
