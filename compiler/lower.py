@@ -134,10 +134,13 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
     by_block = nan_by_block(el, sc)
-    # An E4M3 block scale gives a NaN multiplier exactly for a NaN amax and a finite one otherwise (with a
-    # tensor scale of magnitude above 2^-122, which the kernel checks), so NaN codes are set per block.
-    f32_form = (dtype == "bf16" and not d.block2d and el.bf16x2_fp32_rules and sc.name == "f32"
-                and sc.store == "e4m3")
+    # The bf16x2 encoders take bf16 input in blocks along one axis. Under a power of two (E8M0) the product
+    # is exact in bf16; an E4M3 block scale gives a NaN multiplier exactly for a NaN amax and a finite,
+    # positive one otherwise (with a tensor scale above 2^-122, which the kernel checks), so its NaN codes
+    # are set per block.
+    pairs = dtype == "bf16" and not d.block2d
+    pow2_form = pairs and el.bf16x2_rules and by_block
+    f32_form = pairs and el.bf16x2_fp32_rules and sc.name == "f32" and sc.store == "e4m3"
     store_format = _store_format(sc)
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
@@ -170,10 +173,9 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         # |q| + 2^(1-bias) is exact near every rounding boundary only when q has few significant bits:
         # a bf16/fp16 input times a power of two. Otherwise the subnormal range is rounded exactly.
         "cheap_subnormals": dtype in ("bf16", "fp16") and sc.name == "e8m0",
-        # Compiled kernels encode bf16 input in bf16x2 PTX: x times a power of two is exact in bf16, and
-        # the E8M0 multiplier is one. NaN blocks need the per-block NaN rule (their constants zero them).
-        # An fp32 multiplier (E4M3 block scales) takes the product in fp32 and narrows it (bf16x2_f32).
-        "bf16x2": dtype == "bf16" and not d.block2d and ((el.bf16x2_rules and by_block) or f32_form),
+        # Compiled kernels encode bf16 input in bf16x2 PTX (see pow2_form and f32_form above); the fp32
+        # multiplier's form takes the product in fp32 and narrows it (bf16x2_f32).
+        "bf16x2": pow2_form or f32_form,
         "bf16x2_f32": f32_form,
         **_element_ctx(el),
         **(_e8m0_ctx(sc, el) if sc.name == "e8m0" else _f32_ctx(sc, el)),

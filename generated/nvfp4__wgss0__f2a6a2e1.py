@@ -556,7 +556,8 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
     # the bf16x2 encoders need every multiplier (1 / ts) / scale finite and positive (or a NaN block's):
     # ts > 2^-122; otherwise (and for a NaN ts) the fp32 encoders, in a branch of their own so that
     # neither path keeps the other's registers live (two ifs: the branches' names differ in type)
-    if ts > 1.8807909613156600e-37:
+    ts_fast = ts > 1.8807909613156600e-37
+    if ts_fast:
         if REGION_M > 1:  # a column of REGION_M tiles, one after another (the launcher checks EVEN)
             WB: tl.constexpr = REGION_M * (BLOCK_M // 16)  # colwise_scale bytes per row of the region: 2, 4 or 8
             WT: tl.constexpr = tl.int64 if WB == 8 else (tl.int32 if WB == 4 else tl.int16)
@@ -807,7 +808,7 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
             c = tj
             tl.store(colwise_scale_ptr + ((r * s3) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s3))
 
-    if not ts > 1.8807909613156600e-37:
+    if not ts_fast:
         if REGION_M > 1:  # a column of REGION_M tiles, one after another (the launcher checks EVEN)
             WB: tl.constexpr = REGION_M * (BLOCK_M // 16)  # colwise_scale bytes per row of the region: 2, 4 or 8
             WT: tl.constexpr = tl.int64 if WB == 8 else (tl.int32 if WB == 4 else tl.int16)

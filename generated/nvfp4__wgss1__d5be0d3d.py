@@ -542,7 +542,8 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
     # the bf16x2 encoders need every multiplier (1 / ts) / scale finite and positive (or a NaN block's):
     # ts > 2^-122; otherwise (and for a NaN ts) the fp32 encoders, in a branch of their own so that
     # neither path keeps the other's registers live (two ifs: the branches' names differ in type)
-    if ts > 1.8807909613156600e-37:
+    ts_fast = ts > 1.8807909613156600e-37
+    if ts_fast:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
         # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
@@ -665,7 +666,7 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
         val = tl.where((r < N) & (c < s7), e_colwise, 0)
         tl.store(colwise_scale_ptr + (((((((((r // 128) * s11) + (c // 4)) * 32) + (r % 32)) * 4) + ((r // 32) % 4)) * 4) + (c % 4)), val.to(tl.uint8), mask=(r < s8) & (c < s9))
 
-    if not ts > 1.8807909613156600e-37:
+    if not ts_fast:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
         # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).

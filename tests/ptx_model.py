@@ -127,8 +127,6 @@ def _mul_f32(a, b):
     return torch.where(torch.isnan(p), 0x7FFFFFFF, bits)
 
 
-def _min_u16x2(a, b):
-    return _halves(lambda x, y: torch.minimum(x, y if isinstance(y, torch.Tensor) else torch.full_like(x, y)), a, b)
 
 
 OPS = {
@@ -142,7 +140,7 @@ OPS = {
     "and.b32": lambda a, b: a & b,
     "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF,
     "mul.rn.f32": _mul_f32,
-    "min.u16x2": _min_u16x2,
+    "min.u16x2": lambda a, b: _halves(torch.minimum, a, b),
     "max.u16x2": lambda a, b: _halves(torch.maximum, a, b),
     "or.b32": lambda a, b: a | b,
     "mul.rn.f16x2": lambda a, b: _halves(_harith(torch.mul), a, b),
