@@ -47,7 +47,7 @@ CONFIGS = [(64, 128, 4, 3, 8), (128, 64, 4, 3, 8), (128, 128, 8, 3, 8), (128, 12
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
-HOPPER_STAGES_FP32_OUT = 4  # an fp32 output's two staging buffers take one stage's shared memory
+HOPPER_STAGES_FP32_OUT = 4  # with an fp32 output five stages fit too, but ran no faster on the H200
 BACKENDS = ("gluon", "triton",)
 
 
@@ -249,12 +249,14 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, offs_ptr, G,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, GP: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
-    (asynchronous, fresh accumulator), the block's scales loaded meanwhile, then acc += block * scales.
+    (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
+    ahead), then acc += block * scales.
     A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
     which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
     c_buf by TMA during the MMAs; c_bar says when); other halves leave by pointers."""
     HM: gl.constexpr = BLOCK_M // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
+    cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
@@ -288,13 +290,36 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             j0 = pid_n * BLOCK_N
+            jc = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
                 j0 = j0.to(gl.int64)
+                jc = jc.to(gl.int64)
             r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
+            # the first K block's scales (see the loop)
+            inside = 0 < KB
+            r = i
+            c = 0 * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((r * s0) + c), mask=(i < row_end) & inside, other=0.0)
+            na = s
+            if B_SCALAR:
+                r = g * N + j0
+                c = 0 * 128
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((r * s0) + c), mask=(j0 < N) & inside, other=0.0)
+                nb = s
+            else:
+                r = g * N + jc
+                c = 0 * 128
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((r * s0) + c), mask=(jc < N) & inside, other=0.0)
+                nb = s
             acc = zero
             if r0 >= row_end:  # a half wholly past its group's last row: its stages freed without MMAs
                 for kb in range(KB):
@@ -305,30 +330,40 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             else:
                 for kb in range(KB):
                     st = it % STAGES
-                    # the block's scales: one per row of a; one per column of b, or one for the whole tile
-                    # where b's scale block covers the tile (B_SCALAR)
+                    # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
+                    # one per row of a; nb, one for the whole tile where b's scale block covers it (B_SCALAR), else
+                    # one column of b per thread
+                    sa = na
+                    sb = nb
+                    inside = (kb + 1) < KB
                     r = i
-                    c = kb * 128
+                    c = (kb + 1) * 128
                     c = c // 128
-                    s = gl.load(as_ptr + ((r * s0) + c), mask=i < row_end, other=0.0)
-                    sa = s
+                    s = gl.load(as_ptr + ((r * s0) + c), mask=(i < row_end) & inside, other=0.0)
+                    na = s
                     if B_SCALAR:
                         r = g * N + j0
-                        c = kb * 128
+                        c = (kb + 1) * 128
                         r = r // 128
                         c = c // 128
-                        s = gl.load(bs_ptr + ((r * s0) + c), mask=j0 < N, other=0.0)
-                        scale = sa[:, None] * s
+                        s = gl.load(bs_ptr + ((r * s0) + c), mask=(j0 < N) & inside, other=0.0)
+                        nb = s
                     else:
-                        r = g * N + j
-                        c = kb * 128
+                        r = g * N + jc
+                        c = (kb + 1) * 128
                         r = r // 128
                         c = c // 128
-                        s = gl.load(bs_ptr + ((r * s0) + c), mask=j < N, other=0.0)
-                        scale = sa[:, None] * s[None, :]
+                        s = gl.load(bs_ptr + ((r * s0) + c), mask=(jc < N) & inside, other=0.0)
+                        nb = s
                     mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                     p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
                                       is_async=True)
+                    # while the MMAs run: the block's scale tile (b's columns spread over the MMA's layout through
+                    # shared memory: 1 load per thread, not one per column it holds)
+                    if B_SCALAR:
+                        scale = sa[:, None] * sb
+                    else:
+                        scale = sa[:, None] * gl.convert_layout(sb, gl.SliceLayout(0, mma))[None, :]
                     p = warpgroup_mma_wait(0, deps=(p, ))
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1

@@ -4,7 +4,7 @@ Engineered exact inputs must equal the reference bit for bit; random inputs stay
 import pytest
 import torch
 
-from quantlay import reference
+from quantlay import reference, runtime
 from quantlay.generated import find
 
 from quantlay.errors import LaunchError
@@ -236,15 +236,20 @@ HOPPER_MUTATIONS = {
     "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
     "accumulation drops the loaded tile": ("fp8_gemm_grouped_wgrad_t_acc", [("acc += c_buf.load(mma)", "pass")]),
     "weight-gradient store ignores the group": ("fp8_gemm_grouped_wgrad_t", [("[(g * M + r0).to(gl.int32), ", "[r0, ")]),
+    "weight-gradient tile takes the previous tile's token range": ("fp8_gemm_grouped_wgrad_t", [
+        ("g_next = (t + gl.num_programs(0)) // (num_m * num_n)", "g_next = t // (num_m * num_n)")]),
 }
 
 
 @sm90
 @pytest.mark.parametrize("bug", sorted(HOPPER_MUTATIONS))
-def test_hopper_planted_bugs_are_caught(bug, tmp_path):
+def test_hopper_planted_bugs_are_caught(bug, tmp_path, monkeypatch):
     name, edits = HOPPER_MUTATIONS[bug]
     m = mutated(name, edits, tmp_path)
     g = GEMMS[name]
+    # four persistent programs: each runs several tiles, across groups (the weight gradient's token ranges
+    # are loaded a tile ahead)
+    monkeypatch.setattr(runtime, "sm_count", lambda device: 4)
     M, N, K = 300, 200, 320  # N ends in a partial tile, K in a partial block
     if g.groups != "contraction":
         a = engineered(g.a, (M, K), seed=7)
