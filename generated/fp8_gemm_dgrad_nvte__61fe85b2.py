@@ -250,13 +250,16 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         if found:
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            j0 = pid_n * BLOCK_N
-            jc = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+            # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
+            # column of the tile per thread
+            if B_SCALAR:
+                jb = pid_n * BLOCK_N
+            else:
+                jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
-                j0 = j0.to(gl.int64)
-                jc = jc.to(gl.int64)
+                jb = jb.to(gl.int64)
             r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
@@ -267,26 +270,17 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             c = c // 128
             s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
             na = s
-            if B_SCALAR:
-                r = 0 * 128
-                c = j0
-                r = r // 128
-                c = c // 128
-                s = gl.load(bs_ptr + ((c * s3) + r), mask=(j0 < N) & inside, other=0.0)
-                nb = s
-            else:
-                r = 0 * 128
-                c = jc
-                r = r // 128
-                c = c // 128
-                s = gl.load(bs_ptr + ((c * s3) + r), mask=(jc < N) & inside, other=0.0)
-                nb = s
+            r = 0 * 128
+            c = jb
+            r = r // 128
+            c = c // 128
+            s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
+            nb = s
             acc = zero
             for kb in range(KB):
                 st = it % STAGES
                 # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
-                # one per row of a; nb, one for the whole tile where b's scale block covers it (B_SCALAR), else
-                # one column of b per thread
+                # one per row of a; nb, one per jb (see the tile's setup)
                 sa = na
                 sb = nb
                 inside = (kb + 1) < KB
@@ -295,20 +289,12 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 c = c // 128
                 s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
                 na = s
-                if B_SCALAR:
-                    r = (kb + 1) * 128
-                    c = j0
-                    r = r // 128
-                    c = c // 128
-                    s = gl.load(bs_ptr + ((c * s3) + r), mask=(j0 < N) & inside, other=0.0)
-                    nb = s
-                else:
-                    r = (kb + 1) * 128
-                    c = jc
-                    r = r // 128
-                    c = c // 128
-                    s = gl.load(bs_ptr + ((c * s3) + r), mask=(jc < N) & inside, other=0.0)
-                    nb = s
+                r = (kb + 1) * 128
+                c = jb
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
+                nb = s
                 mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                 p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
                                   is_async=True)

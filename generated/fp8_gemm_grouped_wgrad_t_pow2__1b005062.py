@@ -199,7 +199,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     num_tiles = G * num_m * num_n
     # the token offsets of the group of this program's first tile; each tile then loads its successor's,
     # so no tile waits for them at its start
-    g_next = gl.program_id(0) // (num_m * num_n)
+    g_next = (gl.program_id(0)) // (num_m * num_n)
     lo_next = gl.load(offs_ptr + g_next, mask=gl.program_id(0) < num_tiles, other=0)
     hi_next = gl.load(offs_ptr + g_next + 1, mask=gl.program_id(0) < num_tiles, other=0)
     it = 0
@@ -251,7 +251,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     # the token offsets of the group of this program's first tile; each tile then loads its successor's,
     # so no tile waits for them at its start
-    g_next = gl.program_id(0) // (num_m * num_n)
+    g_next = (gl.program_id(0)) // (num_m * num_n)
     lo_next = gl.load(offs_ptr + g_next, mask=gl.program_id(0) < num_tiles, other=0)
     hi_next = gl.load(offs_ptr + g_next + 1, mask=gl.program_id(0) < num_tiles, other=0)
     it = 0
@@ -277,13 +277,16 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         if found:
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            j0 = pid_n * BLOCK_N
-            jc = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+            # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
+            # column of the tile per thread
+            if B_SCALAR:
+                jb = pid_n * BLOCK_N
+            else:
+                jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
-                j0 = j0.to(gl.int64)
-                jc = jc.to(gl.int64)
+                jb = jb.to(gl.int64)
             r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
@@ -294,24 +297,16 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             r = r // 128
             s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
             na = s
-            if B_SCALAR:
-                r = kb_lo * 128
-                c = j0
-                r = r // 128
-                s = gl.load(bs_ptr + ((c * s1) + r), mask=(j0 < N) & inside, other=0.0)
-                nb = s
-            else:
-                r = kb_lo * 128
-                c = jc
-                r = r // 128
-                s = gl.load(bs_ptr + ((c * s1) + r), mask=(jc < N) & inside, other=0.0)
-                nb = s
+            r = kb_lo * 128
+            c = jb
+            r = r // 128
+            s = gl.load(bs_ptr + ((c * s1) + r), mask=(jb < N) & inside, other=0.0)
+            nb = s
             acc = zero
             for kb in range(kb_lo, kb_hi):
                 st = it % STAGES
                 # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
-                # one per row of a; nb, one for the whole tile where b's scale block covers it (B_SCALAR), else
-                # one column of b per thread
+                # one per row of a; nb, one per jb (see the tile's setup)
                 sa = na
                 sb = nb
                 inside = (kb + 1) < kb_hi
@@ -320,18 +315,11 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 r = r // 128
                 s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
                 na = s
-                if B_SCALAR:
-                    r = (kb + 1) * 128
-                    c = j0
-                    r = r // 128
-                    s = gl.load(bs_ptr + ((c * s1) + r), mask=(j0 < N) & inside, other=0.0)
-                    nb = s
-                else:
-                    r = (kb + 1) * 128
-                    c = jc
-                    r = r // 128
-                    s = gl.load(bs_ptr + ((c * s1) + r), mask=(jc < N) & inside, other=0.0)
-                    nb = s
+                r = (kb + 1) * 128
+                c = jb
+                r = r // 128
+                s = gl.load(bs_ptr + ((c * s1) + r), mask=(jb < N) & inside, other=0.0)
+                nb = s
                 mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                 p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
                                   is_async=True)
