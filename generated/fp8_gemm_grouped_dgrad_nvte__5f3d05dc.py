@@ -181,11 +181,6 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s
 
 
 @gluon.jit
-def _hopper_add(x, y):
-    return x + y
-
-
-@gluon.jit
 def _hopper_value(acc):
     """The output's values of an fp32 tile: rounded to bf16, nearest even, in the Triton kernel's integer arithmetic."""
     bits = acc.to(gl.int32, bitcast=True)
@@ -202,35 +197,40 @@ def _hopper_store(c_ptr, acc, i, j, rows, N):
 
 
 @gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, GP: gl.constexpr):
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
-    # the groups' row tiles from the device offsets, once: tile t lies in the group whose range of
-    # cumulative tiles [last - tiles, last) holds it
-    gk = gl.arange(0, GP, layout=gl.BlockedLayout([1], [32], [1], [0]))
-    g_lo = gl.load(offs_ptr + gk, mask=gk < G, other=0).to(gl.int64)
-    g_hi = gl.load(offs_ptr + gk + 1, mask=gk < G, other=0).to(gl.int64)
-    rows_g = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
-    tiles = rows_g * num_n
-    last = gl.associative_scan(tiles, 0, _hopper_add)
+    # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
+    # A program's tiles come in increasing order, so it moves through the offsets once; every value is
+    # a scalar load or arithmetic on scalars, so the compiler keeps the tile loop's control uniform
+    gc = gl.program_id(0) * 0
+    base = gc
+    g_lo = gl.load(offs_ptr, mask=G > 0, other=0)
+    g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
+    g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
-        hit = (gk < G) & (last - tiles <= t) & (t < last)
-        found = gl.sum(hit.to(gl.int32), 0) > 0
-        g = gl.sum(gl.where(hit, gk, 0), 0)
-        local = t - gl.sum(gl.where(hit, last - tiles, 0), 0)
-        num_m = gl.sum(gl.where(hit, rows_g, 0), 0)
+        while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
+            base += g_tiles
+            gc += 1
+            g_lo = g_hi
+            g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
+            g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+        found = gc < G
+        g = gc
+        local = t - base
+        num_m = g_tiles // num_n
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        pid_n = ((local % width) // size_m).to(gl.int32)
-        row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
-        row_end = gl.minimum(gl.sum(gl.where(hit, g_hi, 0), 0), M)
+        pid_n = (local % width) // size_m
+        row0 = (g_lo + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
+        row_end = gl.minimum(g_hi, M).to(gl.int32)
         if found:
             j0 = pid_n * BLOCK_N
             for kb in range(KB):
@@ -247,7 +247,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 @gluon.jit
 def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G,
-                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, GP: gl.constexpr):
+                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
     ahead), then acc += block * scales.
@@ -260,32 +260,37 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
-    # the groups' row tiles from the device offsets, once: tile t lies in the group whose range of
-    # cumulative tiles [last - tiles, last) holds it
-    gk = gl.arange(0, GP, layout=gl.BlockedLayout([1], [32], [4], [0]))
-    g_lo = gl.load(offs_ptr + gk, mask=gk < G, other=0).to(gl.int64)
-    g_hi = gl.load(offs_ptr + gk + 1, mask=gk < G, other=0).to(gl.int64)
-    rows_g = gl.where(gk < G, (gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M, 0)
-    tiles = rows_g * num_n
-    last = gl.associative_scan(tiles, 0, _hopper_add)
+    # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
+    # A program's tiles come in increasing order, so it moves through the offsets once; every value is
+    # a scalar load or arithmetic on scalars, so the compiler keeps the tile loop's control uniform
+    gc = gl.program_id(0) * 0
+    base = gc
+    g_lo = gl.load(offs_ptr, mask=G > 0, other=0)
+    g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
+    g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
-        hit = (gk < G) & (last - tiles <= t) & (t < last)
-        found = gl.sum(hit.to(gl.int32), 0) > 0
-        g = gl.sum(gl.where(hit, gk, 0), 0)
-        local = t - gl.sum(gl.where(hit, last - tiles, 0), 0)
-        num_m = gl.sum(gl.where(hit, rows_g, 0), 0)
+        while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
+            base += g_tiles
+            gc += 1
+            g_lo = g_hi
+            g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
+            g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+        found = gc < G
+        g = gc
+        local = t - base
+        num_m = g_tiles // num_n
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        pid_n = ((local % width) // size_m).to(gl.int32)
-        row0 = (gl.sum(gl.where(hit, g_lo, 0), 0) + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
+        pid_n = (local % width) // size_m
+        row0 = (g_lo + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
         if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
             g = g.to(gl.int64)
-        row_end = gl.minimum(gl.sum(gl.where(hit, g_hi, 0), 0), M)
+        row_end = gl.minimum(g_hi, M).to(gl.int32)
         if found:
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
@@ -370,7 +375,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
 
 @gluon.jit
 def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, B_SCALAR: gl.constexpr,
-                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, GP: gl.constexpr):
+                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
     2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
     With C_TMA, each consumer stages its finished half in its own c buffer for a TMA store (and, accumulating,
@@ -394,9 +399,9 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, GP)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, GP)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, GP)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
     ], [4, 1], [232, 40])
 
 
@@ -430,7 +435,6 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     idx64 = runtime.needs_int64(numel, M * K, N * K)
     tiles = (triton.cdiv(M, bm) + G) * triton.cdiv(N, bn)
     extra = (offsets, G)
-    meta = {"GP": triton.next_power_of_2(G + 1)}
     # one scale per tile of b only where no b block straddles two groups' matrices
     b_scalar = 128 % bn == 0
     # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
@@ -444,7 +448,7 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
                          B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
-                         num_warps=4, maxnreg=168, **meta)
+                         num_warps=4, maxnreg=168)
     return out
 
 

@@ -409,7 +409,6 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     idx64 = runtime.needs_int64(numel, M * K, N * K)
     tiles = G * triton.cdiv(M, bm) * triton.cdiv(N, bn)
     extra = (offsets, G)
-    meta = {}
     b_scalar = 1 % bn == 0
     # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
     c_tma = (N * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
@@ -422,7 +421,7 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
                          B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
-                         num_warps=4, maxnreg=168, **meta)
+                         num_warps=4, maxnreg=168)
     return out
 
 

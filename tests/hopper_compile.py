@@ -40,7 +40,6 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
                               gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv))
              for key, rows in (("a_data", bm // 2), ("b_data", bn))]
     extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
-    meta = {"GP": 8} if mod.GROUPS == "rows" else {}
     out = (torch.zeros(G, M, N) if mod.GROUPS == "contraction" else torch.zeros(M, N, dtype=torch.bfloat16))
     # the output by TMA, as the launcher chooses for these aligned shapes
     gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
@@ -50,8 +49,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
     return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
                                      M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
                                      B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
-                                     STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,),
-                                     **meta)
+                                     STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
 
 def resources(cubin: bytes):
