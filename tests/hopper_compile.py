@@ -1,6 +1,6 @@
 """Compile generated GEMMs' Hopper kernels for sm_90 on a machine without a GPU; print, as JSON, each
-kernel's local memory and stack (spills), its counts of wgmma instructions and TMA stores, and its
-shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
+kernel's local memory and stack (spills), its consumer's K loop (SASS instructions), its counts of wgmma
+instructions and TMA stores, and its shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
 import json
 import re
 import subprocess
@@ -52,13 +52,32 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
 
-def resources(cubin: bytes):
+def cuobjdump(cubin: bytes, flag: str) -> str:
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([str(tool), flag, f.name], capture_output=True, text=True, check=True).stdout
+
+
+def resources(cubin: bytes):
+    text = cuobjdump(cubin, "-res-usage")
     return {k.lower(): int(re.search(rf"\b{k}:(\d+)", text).group(1)) for k in ("REG", "STACK", "LOCAL")}
+
+
+def k_loop(cubin: bytes):
+    """The innermost SASS loop that holds the MMAs (a consumer's K loop): its instructions, and how many
+    move a value into a uniform register (R2UR: loop control the compiler could not keep uniform)."""
+    code = [(int(m.group(1), 16), m.group(2)) for m in
+            re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", cuobjdump(cubin, "-sass"))]
+    mma = [a for a, op in code if "GMMA" in op]
+    loops = []
+    for src, op in code:
+        jump = re.search(r"\bBRA (0x[0-9a-f]+)", op)
+        if jump and int(jump.group(1), 16) < src and any(int(jump.group(1), 16) <= a <= src for a in mma):
+            loops.append([o for a, o in code if int(jump.group(1), 16) <= a <= src])
+    body = min(loops, key=len)
+    return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body)}
 
 
 if __name__ == "__main__":
@@ -66,6 +85,6 @@ if __name__ == "__main__":
     report = {}
     for name in sys.argv[1:]:
         k = compile_hopper(name)
-        report[name] = {**resources(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async"),
+        report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async"),
                         "shared": k.metadata.shared, "tma_stores": k.asm["ptx"].count("cp.async.bulk.tensor.2d.global.shared")}
     print(json.dumps(report))

@@ -56,3 +56,9 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         assert r["wgmma"] >= 8, (name, r)  # 4 K steps of 32 in each of the two consumer warpgroups
         assert r["shared"] <= 232448, (name, r)  # the H200's shared memory per block
         assert r["tma_stores"] == 2, (name, r)  # the output leaves by TMA, one store per consumer
+        # the K loop's control stays uniform (a divergent branch around it, as when a grouped tile's group
+        # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
+        # a K block, 16 of them R2UR); the grouped loop is the dense one's, give or take its scale index
+        assert r["k_loop_r2ur"] == 0, (name, r)
+        if not name.startswith("fp8_gemm_grouped_wgrad"):
+            assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
