@@ -1,6 +1,7 @@
 """Compile generated GEMMs' Hopper kernels for sm_90 on a machine without a GPU; print, as JSON, each
 kernel's local memory and stack (spills), its consumer's K loop (SASS instructions), its counts of wgmma
-instructions and TMA stores, and its shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
+instructions and TMA stores, and its shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py
+starts it in its own process)."""
 import json
 import re
 import subprocess
@@ -71,12 +72,10 @@ def k_loop(cubin: bytes):
     code = [(int(m.group(1), 16), m.group(2)) for m in
             re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", cuobjdump(cubin, "-sass"))]
     mma = [a for a, op in code if "GMMA" in op]
-    loops = []
-    for src, op in code:
-        jump = re.search(r"\bBRA (0x[0-9a-f]+)", op)
-        if jump and int(jump.group(1), 16) < src and any(int(jump.group(1), 16) <= a <= src for a in mma):
-            loops.append([o for a, o in code if int(jump.group(1), 16) <= a <= src])
-    body = min(loops, key=len)
+    back = [(int(j.group(1), 16), src) for src, op in code for j in [re.search(r"\bBRA (0x[0-9a-f]+)", op)]
+            if j and int(j.group(1), 16) < src]  # backward branches: (loop head, loop end)
+    body = min(([o for a, o in code if head <= a <= end] for head, end in back
+                if any(head <= a <= end for a in mma)), key=len)
     return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body)}
 
 
