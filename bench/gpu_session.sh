@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
 # Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
-# Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), TEST_N (pytest-xdist
-# workers sharing the GPU, for the GEMM tests' compilation; needs the pytest-xdist and execnet wheels in .whl/), SHAPES (bench shapes), GEMM_SHAPES,
+# Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes), GEMM_SHAPES,
+# TEST_N (pytest-xdist workers sharing the GPU, to spread the GEMM tests' compilation; needs the pytest-xdist and
+# execnet wheels in .whl/),
 # SWEEP_GEMM / SWEEP_SHAPES / SWEEP_CONFIGS / SWEEP_S (bench/gemm_sweep.py),
 # BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated), PROFILE_S.
 # (writes logs under $OUT; .whl/ carries lark and, for the torchao peers, torchao 0.18)

@@ -84,6 +84,7 @@ if __name__ == "__main__":
     report = {}
     for name in sys.argv[1:]:
         k = compile_hopper(name)
-        report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": k.asm["ptx"].count("wgmma.mma_async"),
-                        "shared": k.metadata.shared, "tma_stores": k.asm["ptx"].count("cp.async.bulk.tensor.2d.global.shared")}
+        ptx = k.asm["ptx"]
+        report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": ptx.count("wgmma.mma_async"),
+                        "shared": k.metadata.shared, "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared")}
     print(json.dumps(report))
