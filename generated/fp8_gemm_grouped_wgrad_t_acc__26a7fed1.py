@@ -200,11 +200,6 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     num_n = gl.cdiv(N, BLOCK_N)
     num_m = gl.cdiv(M, BLOCK_M)
     num_tiles = G * num_m * num_n
-    # the token offsets of the group of this program's first tile; each tile then loads its successor's,
-    # so no tile waits for them at its start
-    g_next = (gl.program_id(0)) // (num_m * num_n)
-    lo_next = gl.load(offs_ptr + g_next, mask=gl.program_id(0) < num_tiles, other=0)
-    hi_next = gl.load(offs_ptr + g_next + 1, mask=gl.program_id(0) < num_tiles, other=0)
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # group g's [M, N] output, its tiles in GROUP_M order; its tokens are the padded rows [lo, hi)
@@ -216,11 +211,11 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
         pid_n = (tg % width) // size_m
         row0 = (first_m + (tg % width) % size_m) * BLOCK_M
         row_end = M
-        kb_lo = (lo_next // 128).to(gl.int32)
-        kb_hi = (hi_next // 128).to(gl.int32)
-        g_next = (t + gl.num_programs(0)) // (num_m * num_n)
-        lo_next = gl.load(offs_ptr + g_next, mask=t + gl.num_programs(0) < num_tiles, other=0)
-        hi_next = gl.load(offs_ptr + g_next + 1, mask=t + gl.num_programs(0) < num_tiles, other=0)
+        # the loader reads its tile's token range at the tile's start (it runs stages ahead of the consumers,
+        # so the wait is hidden). Carried a tile ahead as in the consumers, the range was dropped from this
+        # one-warp partition's loop by Triton 3.6's compiler: every tile loaded its program's first range
+        kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
+        kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
         found = True
         if found:
             j0 = pid_n * BLOCK_N

@@ -174,9 +174,11 @@ def test_hopper_grouped_rows_exact(kind, name, N):
 @sm90
 @pytest.mark.parametrize("kind", sorted(LENS))
 @pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_pow2"])
-def test_hopper_wgrad_exact_and_accumulate(kind, name):
+def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     """Over each group's tokens (0, 1, 127, 129, 4096 and 64 random groups): written, then added into a
-    buffer of ones (a group without tokens leaves it untouched)."""
+    buffer of ones (a group without tokens leaves it untouched). Four persistent programs, so that each
+    runs tiles of several groups (each tile's token range is read a tile ahead)."""
+    monkeypatch.setattr(runtime, "sm_count", lambda device: 4)
     g = GEMMS[name]
     lens = lens_of(kind)
     G, T, M, N = len(lens), sum(lens), 576, 384
