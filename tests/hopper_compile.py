@@ -1,7 +1,7 @@
 """Compile generated GEMMs' Hopper kernels for sm_90 on a machine without a GPU; print, as JSON, each
 kernel's local memory and stack (spills), its consumer's K loop (SASS instructions), its counts of wgmma
-instructions and TMA stores, and its shared memory. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py
-starts it in its own process)."""
+instructions and TMA stores, its shared memory, and which of its partitions read the group offsets in their
+tile loops. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
 import json
 import re
 import subprocess
@@ -79,6 +79,16 @@ def k_loop(cubin: bytes):
     return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body)}
 
 
+def offsets_in_loops(ttgir: str):
+    """Per region of the warp-specialized kernel (consumer, consumer, loader): whether its tile loop reads
+    the group offsets (int64 scalar loads) inside the loop. A compiler that drops a loop-carried offset
+    leaves the load before the loop only: Triton 3.6 did so for a token range carried a tile ahead in the
+    loader, which then fetched every tile from its program's first group."""
+    regions = re.split(r"\n\s*partition\d+\(", ttgir[ttgir.index("ttg.warp_specialize"):])
+    return [r.find("scf.for") >= 0 and re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", r[r.find("scf.for"):]) is not None
+            for r in regions]
+
+
 if __name__ == "__main__":
     driver.set_active(Sm90())
     report = {}
@@ -86,5 +96,6 @@ if __name__ == "__main__":
         k = compile_hopper(name)
         ptx = k.asm["ptx"]
         report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": ptx.count("wgmma.mma_async"),
-                        "shared": k.metadata.shared, "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared")}
+                        "offsets_in_loops": offsets_in_loops(k.asm["ttgir"]), "shared": k.metadata.shared,
+                        "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared")}
     print(json.dumps(report))

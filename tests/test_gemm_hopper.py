@@ -60,5 +60,7 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
         # a K block, 16 of them R2UR); the grouped loop is the dense one's, give or take its scale index
         assert r["k_loop_r2ur"] == 0, (name, r)
+        # each grouped partition reads its tiles' group offsets in its tile loop, not once before it
+        assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
