@@ -16,6 +16,9 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # run in parallel (pytest-xdist, --dist loadgroup), these would not fit in memory together
+        if "big_memory" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("big_memory"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -49,6 +49,7 @@ def test_poisoned_ragged_shapes(mxfp4_kernels, opts):
             assert reference.same_values(mod.dequantize(res, d), reference.dequantize(variant, d, ref, M, N))
 
 
+@pytest.mark.big_memory
 def test_more_than_2_31_elements(mxfp4_kernels):
     """One input of 2^31 + 2^21 elements: the kernel must switch to 64-bit offsets."""
     opts = dict.fromkeys(FLAGS, True)

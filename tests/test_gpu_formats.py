@@ -70,6 +70,7 @@ def test_segments_at_realistic_sizes(name, fused):
         assert res.extras["padded_offsets"].cpu().tolist() == torch.as_tensor(offsets).tolist()
 
 
+@pytest.mark.big_memory
 @pytest.mark.parametrize("name", ["fp8_1x128_rocm_te", "mxfp8_rocm_te"])
 def test_more_than_2_31_elements(name):
     """Row-major layouts only, so a row range of the output is the output of that row range."""

@@ -39,6 +39,7 @@ def test_other_dense_exact(name, N, K):
     expect(g, find(name).gemm(a, b), reference.gemm(g, a, b), exact=True)
 
 
+@pytest.mark.big_memory
 def test_dense_random_large():
     g = GEMMS["fp8_gemm_fprop"]
     x = torch.randn(4096, 7168, device=DEVICE).to(torch.bfloat16)
@@ -98,6 +99,7 @@ def test_grouped_random_within_the_bound():
     assert rel_err(y.float(), reference.gemm(g, a, b, offs).to(y.dtype).float()) < 1e-6
 
 
+@pytest.mark.big_memory
 def test_64_bit_offsets():
     """An output past 2^31 elements (int64 index arithmetic): the last rows against the reference."""
     g = GEMMS["fp8_gemm_fprop"]
@@ -109,6 +111,7 @@ def test_64_bit_offsets():
     assert torch.equal(y[-300:].cpu(), ref_rows.to(y.dtype).cpu())
 
 
+@pytest.mark.big_memory
 def test_wgrad_output_past_2_31_elements():
     """64 groups of a [G, 8192, 8192] fp32 gradient: the group offset g * M * N passes 2^31."""
     g = GEMMS["fp8_gemm_grouped_wgrad"]
@@ -195,6 +198,7 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     assert torch.equal(buf.cpu(), want)
 
 
+@pytest.mark.big_memory
 @sm90
 def test_hopper_random_within_the_bound():
     g = GEMMS["fp8_gemm_grouped_fprop"]
@@ -218,6 +222,7 @@ def test_hopper_is_the_default_and_falls_back_where_tma_cannot_load():
     assert torch.equal(find(g.name).gemm(a, b), find(g.name).gemm(a, b, backend="gluon"))
 
 
+@pytest.mark.big_memory
 @sm90
 def test_hopper_64_bit_offsets():
     g = GEMMS["fp8_gemm_fprop"]
@@ -270,6 +275,7 @@ def test_hopper_planted_bugs_are_caught(bug, tmp_path, monkeypatch):
     assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"
 
 
+@pytest.mark.big_memory
 @sm90
 @pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc"])
 def test_hopper_wgrad_output_past_2_31_elements(name):
