@@ -164,6 +164,8 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
         "element": repr(el),
         "scale_fmt": repr(sc),
         "scale_kind": sc.name,
+        # the stored scale's format, as the kernel's comments name it
+        "scale_label": "E8M0" if sc.name == "e8m0" else {"e4m3": "E4M3", "ue8m0": "UE8M0"}.get(sc.store, "fp32"),
         "scale_storage": sc.storage,
         # a stored scale of 1.0 (what masked lanes load): E8M0 127, the stored format's code of 1, fp32 1.0
         "scale_one": {"e8m0": "127", "f32": "1.0"}.get(sc.storage) or f"0x{store_format['one']:02X}",

@@ -253,7 +253,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
 
 
-    # ---- rowwise: blocks 128x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+    # ---- rowwise: blocks 128x128, one fp32 scale per 16384 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
     # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
     # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
@@ -301,7 +301,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     tl.store(rowwise_scale_ptr + ((r * s2) + c), val.to(tl.float32), mask=(r < s0) & (c < s2))
 
 
-    # ---- colwise: blocks 128x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+    # ---- colwise: blocks 128x128, one fp32 scale per 16384 elements; tile [BLOCK_M, BLOCK_N]
     xs = xi
     if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
         xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)

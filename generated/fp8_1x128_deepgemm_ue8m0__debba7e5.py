@@ -209,7 +209,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
         xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
 
 
-    # ---- rowwise: blocks 1x128, one E8M0 per 128 elements; tile [BLOCK_M, BLOCK_N]
+    # ---- rowwise: blocks 1x128, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
     # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
     # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32

@@ -516,7 +516,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             abo = _abs_pairs(xo)
 
 
-            # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+            # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
             xt = xi
             # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
             # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
@@ -575,7 +575,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
 
 
-            # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
+            # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_N, BLOCK_M]
             # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
             # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
             # a u16x2 max per two columns, over the pairs of each block: each thread's run first
@@ -647,7 +647,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         abo = _abs_pairs(xo)
 
 
-        # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+        # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
         xt = xi
         # from the even and odd rows' |x| pairs: each thread's 4 words (its 16-byte piece of a row) first,
         # then the two rows of a pair share a word (their halves' maxima) through the shuffles across the
@@ -706,7 +706,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
 
 
-        # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_N, BLOCK_M]
+        # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_N, BLOCK_M]
         # Codes from the row pairs where they were loaded (rows 2p, 2p + 1 in one thread); the code bytes
         # are transposed into the tile [BLOCK_N, BLOCK_M // 2] after.
         # a u16x2 max per two columns, over the pairs of each block: each thread's run first

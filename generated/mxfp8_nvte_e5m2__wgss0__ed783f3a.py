@@ -310,7 +310,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
 
 
-    # ---- rowwise: blocks 1x32, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+    # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
     xt = xi
     # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
     # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
@@ -355,7 +355,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s0))
 
 
-    # ---- colwise: blocks 32x1, one E8M0 per 32 elements; tile [BLOCK_M, BLOCK_N]
+    # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
     xs = xi
     if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
         xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
