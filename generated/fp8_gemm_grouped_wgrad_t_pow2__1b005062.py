@@ -208,9 +208,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
         pid_n = (tg % width) // size_m
         row0 = (first_m + (tg % width) % size_m) * BLOCK_M
         row_end = M
-        # the loader reads its tile's token range at the tile's start (it runs stages ahead of the consumers,
-        # so the wait is hidden). Carried a tile ahead as in the consumers, the range was dropped from this
-        # one-warp partition's loop by Triton 3.6's compiler: every tile loaded its program's first range
+        # read at the tile's start: Triton 3.6 drops a range carried a tile ahead from this partition's loop
         kb_lo = (gl.load(offs_ptr + g) // 128).to(gl.int32)
         kb_hi = (gl.load(offs_ptr + g + 1) // 128).to(gl.int32)
         found = True

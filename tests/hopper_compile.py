@@ -85,8 +85,8 @@ def offsets_in_loops(ttgir: str):
     leaves the load before the loop only: Triton 3.6 did so for a token range carried a tile ahead in the
     loader, which then fetched every tile from its program's first group."""
     regions = re.split(r"\n\s*partition\d+\(", ttgir[ttgir.index("ttg.warp_specialize"):])
-    return [r.find("scf.for") >= 0 and re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", r[r.find("scf.for"):]) is not None
-            for r in regions]
+    loops = [r[r.find("scf.for"):] if "scf.for" in r else "" for r in regions]
+    return [re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", loop) is not None for loop in loops]
 
 
 if __name__ == "__main__":
