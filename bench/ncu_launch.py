@@ -6,7 +6,9 @@
 
 Each kernel runs with its tuned configuration (compiler/tuning.json), options all on (`NAME@off`: all
 off). A name `torchao:FUNCTION` runs that torchao 0.18 blockwise FP8 kernel instead (the peer to compare
-stall reasons with); its autotuned config is printed. Warm-up launches (compilation, torchao's autotuning)
+stall reasons with); its autotuned config is printed. A name `gemm:TEXT` runs the first GEMM of
+`quantlay bench --groups gemm` whose name holds TEXT (ours or a peer's) at --gemm-shape; the Hopper kernel
+is `_hopper_kernel` to ncu's --kernel-name, e.g. regex:'_hopper_kernel|gemm|xmma'. Warm-up launches (compilation, torchao's autotuning)
 run with the profiler stopped: ncu (with --profile-from-start off) sees exactly one launch per name.
 """
 import os
@@ -21,6 +23,7 @@ import named  # bench/named.py: KERNEL[@off] names
 p = argparse.ArgumentParser()
 p.add_argument("kernels", nargs="+")
 p.add_argument("--shape", default="16384x8192")
+p.add_argument("--gemm-shape", default="8192x8192x8192")
 a = p.parse_args()
 M, N = (int(v) for v in a.shape.split("x"))
 x = inputs.normal(M, N, seed=0).cuda()
@@ -39,6 +42,13 @@ def profile_one(label, launch):
 
 
 for name in a.kernels:
+    if name.startswith("gemm:"):
+        from quantlay.bench import gemm_entries
+        text = name.split(":", 1)[1]
+        entry = next(e for e in gemm_entries() if text in e.name)
+        run, _ = entry.make(*(int(v) for v in a.gemm_shape.split("x")))
+        profile_one(f"{entry.name} {a.gemm_shape}", run)
+        continue
     if ".py" in name:  # an edited copy of a generated module: PATH[:bm,bn,warps,maxnreg,inplace,n_first,group,opaque]
         path, _, cfg_text = name.partition(":")
         mod = named.module_copy(path)
