@@ -26,7 +26,9 @@ SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192), (32768, 4096))  # the shape
 @dataclass(frozen=True)
 class Entry:
     name: str
-    make: Callable[..., Tuple[Callable[[], object], int]]  # (M, N) -> (run, bytes moved); GEMMs (M, N, K) -> (run, FLOPs)
+    # (M, N) -> (run, bytes moved); GEMMs (M, N, K) -> (run, FLOPs) or (run, FLOPs, check): check() runs
+    # after the timing and returns what is wrong with the output, or None
+    make: Callable[..., Tuple]
     validate: Callable[..., Optional[str]] = lambda *shape: None  # reason to skip, or None
     kernel_hash: str = ""
     group: str = ""
@@ -184,8 +186,30 @@ GEMM_SHAPES = ((8192, 8192, 8192), (4096, 7168, 7168), (4096, 2048, 7168), (4096
 FP8_PEAK_TFLOPS = 1979.0  # the H200's dense FP8 peak
 
 
+DEVICE = "cuda"  # the GEMM entries' device (the tests build them on the CPU, in Triton's interpreter)
+GEMM_BOUND = 1e-6  # the GEMMs' random-input bound against the reference of their dequantized operands
+
+
 def _randn(*shape):
-    return torch.randn(*shape, device="cuda").to(torch.bfloat16)
+    return torch.randn(*shape, device=DEVICE).to(torch.bfloat16)
+
+
+def _gemm_check(g, a, b, offs, output: Callable[[], torch.Tensor], zeroed: bool = False):
+    """check() of a quantlay GEMM entry: its output against the fp64 reference of its own quantized
+    operands, as the tests bound random inputs. A kernel that is fast and wrong is reported, not ranked."""
+    def check():
+        y = output()
+        ref = reference.gemm(g, a, b, offs).to(y.dtype)
+        dot = norms = 0.0
+        for yc, rc in zip(y.reshape(-1, y.shape[-1]).split(4096), ref.reshape(-1, y.shape[-1]).split(4096)):
+            yd, rd = yc.double(), rc.double()  # in row blocks: the weight gradient's outputs are GiBs
+            dot += float((yd * rd).sum())
+            norms += float((yd * yd).sum() + (rd * rd).sum())
+        err = 1 - 2 * dot / norms if norms else 0.0
+        if not err < GEMM_BOUND:  # NaN fails too
+            return f"WRONG: relative error {err:.2e} against the reference of its operands (bound {GEMM_BOUND:g})"
+        return None
+    return check
 
 
 def _quantlay_dense(name: str, backend: Optional[str] = None):
@@ -201,8 +225,8 @@ def _quantlay_dense(name: str, backend: Optional[str] = None):
         pb = find(g.b.variant.kernel.name, **{n: v for n, v in g.b.variant.options if v})
         a = pa.quantize(_randn(*producer_shape(g.a, None, M, N, K)))
         b = pb.quantize(_randn(*producer_shape(g.b, None, M, N, K)))
-        out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-        return (lambda: mod.gemm(a, b, out=out, backend=backend)), 2 * M * N * K
+        out = torch.empty(M, N, dtype=torch.bfloat16, device=DEVICE)
+        return (lambda: mod.gemm(a, b, out=out, backend=backend)), 2 * M * N * K, _gemm_check(g, a, b, None, lambda: out)
     return Entry(f"quantlay {name}{f' [{backend}]' if backend else ''}", make, kernel_hash=_hash(mod), group="gemm")
 
 
@@ -223,14 +247,15 @@ def _lens(M: int, G: int, random: bool):
 def _quantlay_grouped(G: int, random: bool):
     from quantlay.generated import find
     mod = find("fp8_gemm_grouped_fprop")
+    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == "fp8_gemm_grouped_fprop")
 
     def make(M, N, K):
         lens = _lens(M, G, random)
-        offs = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64, device="cuda")
+        offs = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int64, device=DEVICE)
         a = find("fp8_1x128_rocm_te").quantize(_randn(M, K))
         b = find("fp8_128x128_rocm_te").quantize(_randn(G * N, K))
-        out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-        return (lambda: mod.gemm(a, b, offs, out=out)), 2 * M * N * K
+        out = torch.empty(M, N, dtype=torch.bfloat16, device=DEVICE)
+        return (lambda: mod.gemm(a, b, offs, out=out)), 2 * M * N * K, _gemm_check(g, a, b, offs, lambda: out)
     return Entry(f"quantlay fp8_gemm_grouped_fprop G={G} {'random' if random else 'equal'}", make,
                  _rows_per_group(G), kernel_hash=_hash(mod), group="gemm")
 
@@ -247,11 +272,15 @@ def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: O
     cast = find(g.a.variant.kernel.name)
 
     def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], written or added into main_grad
-        lens = torch.tensor(_lens(M, G, False), device="cuda")
+        lens = torch.tensor(_lens(M, G, False), device=DEVICE)
         a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
-        grad = torch.zeros(G, N, K, device="cuda")
+        grad = torch.zeros(G, N, K, device=DEVICE)
         offs = a.extras["padded_offsets"]
-        return (lambda: mod.gemm(a, b, offs, out=grad, backend=backend)), 2 * M * N * K
+
+        def once():  # the timed runs added into grad many times: one run into zeros
+            grad.zero_()
+            return mod.gemm(a, b, offs, out=grad, backend=backend)
+        return (lambda: mod.gemm(a, b, offs, out=grad, backend=backend)), 2 * M * N * K, _gemm_check(g, a, b, offs, once)
     return Entry(f"quantlay {name} G={G} equal{f' [{backend}]' if backend else ''}", make, _rows_per_group(G),
                  kernel_hash=_hash(mod), group="gemm")
 
@@ -372,7 +401,7 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
                     row.note = f"skipped: {reason}"
                 else:
                     try:
-                        fn, work = entry.make(*shape)
+                        fn, work, *check = entry.make(*shape)
                         row.median_ms, row.p20_ms, row.p80_ms = time_call(fn)
                         if g == "gemm":  # work is FLOPs
                             row.tflops = work / (row.median_ms * 1e-3) / 1e12
@@ -382,6 +411,11 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
                             row.pct_copy = 100 * row.gbps / copy
                     except Exception as exc:  # a peer that cannot run is reported, not fatal
                         row.note = f"skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                    else:
+                        try:
+                            row.note = (check[0]() if check else None) or ""
+                        except Exception as exc:  # the timing stands; the check's failure is reported
+                            row.note = f"check failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
                     torch.cuda.empty_cache()
                 rows.append(row)
                 if writer:
@@ -397,10 +431,10 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
           f"copy {copy:.0f} GB/s (read + write)")
     print(f"{'kernel':56s} {'shape':>16s} {'median ms':>10s} {'GB/s or TFLOP/s':>16s} {'% copy / peak':>13s}")
     for r in rows:
-        if r.note:
+        if r.note.startswith("skipped"):
             print(f"{r.name:56s} {r.shape:>16s} {r.note}")
         elif r.group == "gemm":
-            print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.tflops:10.0f} TF/s {r.pct_peak:12.1f}%")
+            print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.tflops:10.0f} TF/s {r.pct_peak:12.1f}% {r.note}")
         else:
             print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.gbps:11.0f} GB/s {r.pct_copy:12.1f}%")
     return rows

@@ -86,3 +86,34 @@ def test_mxfp4_group_measures_every_profile_with_flags_on_and_off():
     names = {e.name for e in bench.REGISTRY["mxfp4"]()}
     for kernel in ("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"):
         assert {f"quantlay {kernel} flags=on", f"quantlay {kernel} flags=off"} <= names
+
+
+def test_gemm_entries_check_their_output_against_the_reference(monkeypatch):
+    """A quantlay GEMM entry returns check(): None for the kernel's output, a WRONG note for an output with
+    a wrong tile (the weight gradient's check runs once into zeros, whatever the timed runs added)."""
+    import torch
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    entries = {e.name: e for e in bench.gemm_entries()}
+    for name in ("quantlay fp8_gemm_fprop", "quantlay fp8_gemm_grouped_fprop G=8 random",
+                 "quantlay fp8_gemm_grouped_wgrad_t_acc G=8 equal"):
+        torch.manual_seed(0)
+        run, flops, check = entries[name].make(256, 192, 256)
+        run()
+        run()  # timed runs; the accumulating weight gradient has now added twice
+        assert check() is None, name
+    mod = find("fp8_gemm_grouped_wgrad_t_acc")
+    real = mod.gemm
+
+    def one_tile_zeroed(*args, **kwargs):
+        y = real(*args, **kwargs)
+        y[-1, :64, :64] = 0
+        return y
+    monkeypatch.setattr(mod, "gemm", one_tile_zeroed)
+    note = check()
+    assert note.startswith("WRONG: relative error") and "bound 1e-06" in note, note
+    monkeypatch.setattr(mod, "gemm", real)
+    run, flops, check = entries["quantlay fp8_gemm_grouped_fprop G=8 random"].make(256, 192, 256)
+    run()
+    out = run()
+    out[:64, :64] = 0
+    assert check().startswith("WRONG"), "a tile of the grouped output zeroed"
