@@ -7,12 +7,9 @@ import torch
 import quantlay.nn as qnn
 from quantlay import runtime
 
+from test_nn import rel_err
+
 pytestmark = pytest.mark.gpu
-
-
-def rel_err(y, r):
-    y, r = y.detach().double().cpu(), r.detach().double().cpu()
-    return float(1 - 2 * (y * r).sum() / ((y * y).sum() + (r * r).sum()))
 
 
 @pytest.mark.parametrize("pow2", [False, True])
