@@ -8,8 +8,8 @@ Each kernel runs with its tuned configuration (compiler/tuning.json), options al
 off). A name `torchao:FUNCTION` runs that torchao 0.18 blockwise FP8 kernel instead (the peer to compare
 stall reasons with); its autotuned config is printed. A name `gemm:TEXT` runs the first GEMM of
 `quantlay bench --groups gemm` whose name holds TEXT (ours or a peer's) at --gemm-shape; the Hopper kernel
-is `_hopper_kernel` to ncu's --kernel-name, e.g. regex:'_hopper_kernel|gemm|xmma'. Warm-up launches (compilation, torchao's autotuning)
-run with the profiler stopped: ncu (with --profile-from-start off) sees exactly one launch per name.
+is `_hopper_kernel` to ncu's --kernel-name, e.g. regex:'_hopper_kernel|gemm|xmma'. Warm-up launches
+(compilation, torchao's autotuning) run with the profiler stopped: ncu (with --profile-from-start off) sees exactly one launch per name.
 """
 import os
 import argparse

@@ -194,7 +194,12 @@ def _randn(*shape):
     return torch.randn(*shape, device=DEVICE).to(torch.bfloat16)
 
 
-def _gemm_check(g, a, b, offs, output: Callable[[], torch.Tensor], zeroed: bool = False):
+def _gemm_decl(name: str):
+    """The shipped declaration of GEMM `name` (what the reference computes)."""
+    return next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
+
+
+def _gemm_check(g, a, b, offs, output: Callable[[], torch.Tensor]):
     """check() of a quantlay GEMM entry: its output against the fp64 reference of its own quantized
     operands, as the tests bound random inputs. A kernel that is fast and wrong is reported, not ranked."""
     def check():
@@ -216,7 +221,7 @@ def _quantlay_dense(name: str, backend: Optional[str] = None):
     """A shipped dense GEMM; backend None is what users get (on the H200 the Gluon kernel), "triton" the
     portable kernel."""
     from quantlay.generated import find
-    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
+    g = _gemm_decl(name)
     mod = find(name)
 
     def make(M, N, K):
@@ -247,7 +252,7 @@ def _lens(M: int, G: int, random: bool):
 def _quantlay_grouped(G: int, random: bool):
     from quantlay.generated import find
     mod = find("fp8_gemm_grouped_fprop")
-    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == "fp8_gemm_grouped_fprop")
+    g = _gemm_decl("fp8_gemm_grouped_fprop")
 
     def make(M, N, K):
         lens = _lens(M, G, random)
@@ -268,7 +273,7 @@ def _rows_per_group(G: int):
 def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: Optional[str] = None):
     from quantlay.generated import find
     mod = find(name)
-    g = next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
+    g = _gemm_decl(name)
     cast = find(g.a.variant.kernel.name)
 
     def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], written or added into main_grad
@@ -277,10 +282,13 @@ def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: O
         grad = torch.zeros(G, N, K, device=DEVICE)
         offs = a.extras["padded_offsets"]
 
+        def run():
+            return mod.gemm(a, b, offs, out=grad, backend=backend)
+
         def once():  # the timed runs added into grad many times: one run into zeros
             grad.zero_()
-            return mod.gemm(a, b, offs, out=grad, backend=backend)
-        return (lambda: mod.gemm(a, b, offs, out=grad, backend=backend)), 2 * M * N * K, _gemm_check(g, a, b, offs, once)
+            return run()
+        return run, 2 * M * N * K, _gemm_check(g, a, b, offs, once)
     return Entry(f"quantlay {name} G={G} equal{f' [{backend}]' if backend else ''}", make, _rows_per_group(G),
                  kernel_hash=_hash(mod), group="gemm")
 
