@@ -7,7 +7,8 @@
 Each kernel runs with its tuned configuration (compiler/tuning.json), options all on (`NAME@off`: all
 off). A name `torchao:FUNCTION` runs that torchao 0.18 blockwise FP8 kernel instead (the peer to compare
 stall reasons with); its autotuned config is printed. A name `gemm:TEXT` runs the first GEMM of
-`quantlay bench --groups gemm` whose name holds TEXT (ours or a peer's) at --gemm-shape; the Hopper kernel
+`quantlay bench --groups gemm` whose name holds TEXT (ours or a peer's; `_` in TEXT also matches a space, e.g.
+`gemm:wgrad_t_G=8_equal_[gluon]`) at --gemm-shape; the Hopper kernel
 is `_hopper_kernel` to ncu's --kernel-name, e.g. regex:'_hopper_kernel|gemm|xmma'. Warm-up launches
 (compilation, torchao's autotuning) run with the profiler stopped: ncu (with --profile-from-start off) sees exactly one launch per name.
 """
@@ -45,8 +46,8 @@ for name in a.kernels:
     if name.startswith("gemm:"):
         from quantlay.bench import gemm_entries
         text = name.split(":", 1)[1]
-        entry = next(e for e in gemm_entries() if text in e.name)
-        run, _ = entry.make(*(int(v) for v in a.gemm_shape.split("x")))
+        entry = next(e for e in gemm_entries() if text in e.name or text in e.name.replace(" ", "_"))
+        run = entry.make(*(int(v) for v in a.gemm_shape.split("x")))[0]
         profile_one(f"{entry.name} {a.gemm_shape}", run)
         continue
     if ".py" in name:  # an edited copy of a generated module: PATH[:bm,bn,warps,maxnreg,inplace,n_first,group,opaque]

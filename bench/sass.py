@@ -56,7 +56,7 @@ consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "E
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
                              "OPAQUE_WIDEN": a.opaque_widen, "REGION_M": a.region_m,
-                             "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32), "WORDS6": True,
+                             "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32), "WORDS6": True, "VEC6": True,
                              **{kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.const}}.items() if k in fn.arg_names}
 ptrs = dict(kv.split("=") for kv in a.ptr)
 for name in fn.arg_names:

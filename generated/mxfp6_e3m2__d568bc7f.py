@@ -249,7 +249,7 @@ def _scale_word(e, WT: tl.constexpr):
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr, WORDS6: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr, WORDS6: tl.constexpr, VEC6: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -335,7 +335,56 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+            if VEC6 and BLOCK_N // 4 >= 16:
+                wv0 = tl.reshape(w, [BLOCK_M, BLOCK_N // 4 // 16, 2, 2, 2, 2])
+                wv0, wv1 = tl.split(wv0)
+                wv0, wv2 = tl.split(wv0)
+                wv1, wv3 = tl.split(wv1)
+                wv0, wv4 = tl.split(wv0)
+                wv1, wv5 = tl.split(wv1)
+                wv2, wv6 = tl.split(wv2)
+                wv3, wv7 = tl.split(wv3)
+                wv0, wv8 = tl.split(wv0)
+                wv1, wv9 = tl.split(wv1)
+                wv2, wv10 = tl.split(wv2)
+                wv3, wv11 = tl.split(wv3)
+                wv4, wv12 = tl.split(wv4)
+                wv5, wv13 = tl.split(wv5)
+                wv6, wv14 = tl.split(wv6)
+                wv7, wv15 = tl.split(wv7)
+                wd0 = wv0 | (wv1 << 24)
+                wd1 = (wv1 >> 8) | (wv2 << 16)
+                wd2 = (wv2 >> 16) | (wv3 << 8)
+                wd3 = wv4 | (wv5 << 24)
+                wd4 = (wv5 >> 8) | (wv6 << 16)
+                wd5 = (wv6 >> 16) | (wv7 << 8)
+                wd6 = wv8 | (wv9 << 24)
+                wd7 = (wv9 >> 8) | (wv10 << 16)
+                wd8 = (wv10 >> 16) | (wv11 << 8)
+                wd9 = wv12 | (wv13 << 24)
+                wd10 = (wv13 >> 8) | (wv14 << 16)
+                wd11 = (wv14 >> 16) | (wv15 << 8)
+                ti = ti[:, :, None]
+                tv = (pid_n * (BLOCK_N // 4 // 16) + tl.arange(0, BLOCK_N // 4 // 16))[None, :, None]
+                vec = tl.reshape(tl.join(tl.join(wd0, wd2), tl.join(wd1, wd3)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+                tj = 48 * tv + 0
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+                vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+                tj = 48 * tv + 16
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+                vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+                tj = 48 * tv + 32
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+            elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
                 tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
                 tj = 12 * tw + 0
                 r = ti
@@ -408,7 +457,56 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-            if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+            if VEC6 and BLOCK_M // 4 >= 16:
+                wv0 = tl.reshape(w, [BLOCK_N, BLOCK_M // 4 // 16, 2, 2, 2, 2])
+                wv0, wv1 = tl.split(wv0)
+                wv0, wv2 = tl.split(wv0)
+                wv1, wv3 = tl.split(wv1)
+                wv0, wv4 = tl.split(wv0)
+                wv1, wv5 = tl.split(wv1)
+                wv2, wv6 = tl.split(wv2)
+                wv3, wv7 = tl.split(wv3)
+                wv0, wv8 = tl.split(wv0)
+                wv1, wv9 = tl.split(wv1)
+                wv2, wv10 = tl.split(wv2)
+                wv3, wv11 = tl.split(wv3)
+                wv4, wv12 = tl.split(wv4)
+                wv5, wv13 = tl.split(wv5)
+                wv6, wv14 = tl.split(wv6)
+                wv7, wv15 = tl.split(wv7)
+                wd0 = wv0 | (wv1 << 24)
+                wd1 = (wv1 >> 8) | (wv2 << 16)
+                wd2 = (wv2 >> 16) | (wv3 << 8)
+                wd3 = wv4 | (wv5 << 24)
+                wd4 = (wv5 >> 8) | (wv6 << 16)
+                wd5 = (wv6 >> 16) | (wv7 << 8)
+                wd6 = wv8 | (wv9 << 24)
+                wd7 = (wv9 >> 8) | (wv10 << 16)
+                wd8 = (wv10 >> 16) | (wv11 << 8)
+                wd9 = wv12 | (wv13 << 24)
+                wd10 = (wv13 >> 8) | (wv14 << 16)
+                wd11 = (wv14 >> 16) | (wv15 << 8)
+                ti = ti[:, :, None]
+                tv = (pid_m * (BLOCK_M // 4 // 16) + tl.arange(0, BLOCK_M // 4 // 16))[None, :, None]
+                vec = tl.reshape(tl.join(tl.join(wd0, wd2), tl.join(wd1, wd3)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+                tj = 48 * tv + 0
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+                vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+                tj = 48 * tv + 16
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+                vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+                tj = 48 * tv + 32
+                r = ti
+                c = tj
+                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+            elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
                 tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
                 tj = 12 * tw + 0
                 r = ti
@@ -495,7 +593,56 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+        if VEC6 and BLOCK_N // 4 >= 16:
+            wv0 = tl.reshape(w, [BLOCK_M, BLOCK_N // 4 // 16, 2, 2, 2, 2])
+            wv0, wv1 = tl.split(wv0)
+            wv0, wv2 = tl.split(wv0)
+            wv1, wv3 = tl.split(wv1)
+            wv0, wv4 = tl.split(wv0)
+            wv1, wv5 = tl.split(wv1)
+            wv2, wv6 = tl.split(wv2)
+            wv3, wv7 = tl.split(wv3)
+            wv0, wv8 = tl.split(wv0)
+            wv1, wv9 = tl.split(wv1)
+            wv2, wv10 = tl.split(wv2)
+            wv3, wv11 = tl.split(wv3)
+            wv4, wv12 = tl.split(wv4)
+            wv5, wv13 = tl.split(wv5)
+            wv6, wv14 = tl.split(wv6)
+            wv7, wv15 = tl.split(wv7)
+            wd0 = wv0 | (wv1 << 24)
+            wd1 = (wv1 >> 8) | (wv2 << 16)
+            wd2 = (wv2 >> 16) | (wv3 << 8)
+            wd3 = wv4 | (wv5 << 24)
+            wd4 = (wv5 >> 8) | (wv6 << 16)
+            wd5 = (wv6 >> 16) | (wv7 << 8)
+            wd6 = wv8 | (wv9 << 24)
+            wd7 = (wv9 >> 8) | (wv10 << 16)
+            wd8 = (wv10 >> 16) | (wv11 << 8)
+            wd9 = wv12 | (wv13 << 24)
+            wd10 = (wv13 >> 8) | (wv14 << 16)
+            wd11 = (wv14 >> 16) | (wv15 << 8)
+            ti = ti[:, :, None]
+            tv = (pid_n * (BLOCK_N // 4 // 16) + tl.arange(0, BLOCK_N // 4 // 16))[None, :, None]
+            vec = tl.reshape(tl.join(tl.join(wd0, wd2), tl.join(wd1, wd3)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+            tj = 48 * tv + 0
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+            vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+            tj = 48 * tv + 16
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+            vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
+            tj = 48 * tv + 32
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
+        elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
             tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
             tj = 12 * tw + 0
             r = ti
@@ -568,7 +715,56 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-        if WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
+        if VEC6 and BLOCK_M // 4 >= 16:
+            wv0 = tl.reshape(w, [BLOCK_N, BLOCK_M // 4 // 16, 2, 2, 2, 2])
+            wv0, wv1 = tl.split(wv0)
+            wv0, wv2 = tl.split(wv0)
+            wv1, wv3 = tl.split(wv1)
+            wv0, wv4 = tl.split(wv0)
+            wv1, wv5 = tl.split(wv1)
+            wv2, wv6 = tl.split(wv2)
+            wv3, wv7 = tl.split(wv3)
+            wv0, wv8 = tl.split(wv0)
+            wv1, wv9 = tl.split(wv1)
+            wv2, wv10 = tl.split(wv2)
+            wv3, wv11 = tl.split(wv3)
+            wv4, wv12 = tl.split(wv4)
+            wv5, wv13 = tl.split(wv5)
+            wv6, wv14 = tl.split(wv6)
+            wv7, wv15 = tl.split(wv7)
+            wd0 = wv0 | (wv1 << 24)
+            wd1 = (wv1 >> 8) | (wv2 << 16)
+            wd2 = (wv2 >> 16) | (wv3 << 8)
+            wd3 = wv4 | (wv5 << 24)
+            wd4 = (wv5 >> 8) | (wv6 << 16)
+            wd5 = (wv6 >> 16) | (wv7 << 8)
+            wd6 = wv8 | (wv9 << 24)
+            wd7 = (wv9 >> 8) | (wv10 << 16)
+            wd8 = (wv10 >> 16) | (wv11 << 8)
+            wd9 = wv12 | (wv13 << 24)
+            wd10 = (wv13 >> 8) | (wv14 << 16)
+            wd11 = (wv14 >> 16) | (wv15 << 8)
+            ti = ti[:, :, None]
+            tv = (pid_m * (BLOCK_M // 4 // 16) + tl.arange(0, BLOCK_M // 4 // 16))[None, :, None]
+            vec = tl.reshape(tl.join(tl.join(wd0, wd2), tl.join(wd1, wd3)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+            tj = 48 * tv + 0
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+            vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+            tj = 48 * tv + 16
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+            vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
+            tj = 48 * tv + 32
+            r = ti
+            c = tj
+            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
+        elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
             tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
             tj = 12 * tw + 0
             r = ti
@@ -668,6 +864,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
         kwargs["maxnreg"] = cfg["maxnreg"]
     # 6-bit codes as int32 words: rows of whole words (16 codes, 12 bytes) on 4-byte aligned buffers
     kwargs["WORDS6"] = (N % 16 == 0 and bufs["rowwise_data"].data_ptr() % 4 == 0 and M % 16 == 0 and bufs["colwise_data"].data_ptr() % 4 == 0)
+    # and as 16-byte vectors where rows are whole 48-byte chunks (64 codes) on 16-byte aligned buffers
+    kwargs["VEC6"] = (N % 64 == 0 and bufs["rowwise_data"].data_ptr() % 16 == 0 and M % 64 == 0 and bufs["colwise_data"].data_ptr() % 16 == 0)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

@@ -1,4 +1,4 @@
-"""MXFP8, blockwise FP8 and segment-padded kernels on the GPU at realistic sizes (skipped without CUDA):
+"""MXFP8, MXFP6, blockwise FP8 and segment-padded kernels on the GPU at realistic sizes (skipped without CUDA):
 every shipped kernel and option setting, bit-exact against the reference, poisoned output buffers,
 more than 2^31 elements, and use from torch.compile and CUDA graphs."""
 import pytest
@@ -12,12 +12,13 @@ from conftest import DEVICE
 
 pytestmark = pytest.mark.gpu
 
-SPECS = ("mxfp8.ql", "fp8_blockwise.ql")
+SPECS = ("mxfp8.ql", "mxfp6.ql", "fp8_blockwise.ql")
 KERNELS = {k.name: k for s in SPECS for k in load(SPECS_DIR / s)}
 PLAIN = [k for k in KERNELS.values() if not k.groups]
 VARIANTS = [(k.name, dict(v.options)) for k in PLAIN for v in k.variants()]
 REALISTIC = (4096, 6144)
 RAGGED = (1000, 1250)
+RAGGED_6BIT = (1000, 1252)  # 6-bit codes pack four to three bytes along either side: multiples of 4
 SEGMENT_SHAPE = (8192, 4096)
 BIG = (65664, 32768)  # 2^31 + 2^22 elements
 IDS = [n + "".join(f"-{o}{int(b)}" for o, b in opts.items()) for n, opts in VARIANTS]
@@ -49,7 +50,7 @@ def test_bit_exact_at_realistic_sizes(name, opts):
 def test_poisoned_ragged_shapes(name, opts):
     """Not multiples of any tile: every output element, padding included, is written."""
     mod = find(name, **opts)
-    M, N = RAGGED
+    M, N = RAGGED_6BIT if name.startswith("mxfp6") else RAGGED
     for poison in (0x00, 0xAB):
         x = inputs.specials(M, N, seed=3).to(DEVICE)
         out = {k: (torch.full(s[2], poison, dtype=torch.uint8, device=DEVICE) if mod.DTYPES[k] == torch.uint8

@@ -116,19 +116,31 @@ def test_equal_to_torchao_on_finite_blocks(name, dtype, cls):
         assert bool(usual.any()) and (cls in ("subnormals", "zeros") or bool(usual.all()))
 
 
-def test_word_and_byte_stores_write_the_same_bytes():
-    """Rows of whole words (N and M multiples of 16) leave as int32 words; a buffer that is not 4-byte
-    aligned takes the byte stores: the same bytes either way."""
-    x = inputs.ties(64, 96, seed=8).to(DEVICE)
-    mod = find("mxfp6_e3m2")
-    words = mod.quantize(x)
+def _stored_at(mod, x, misalign, **cfg):
+    """The outputs with the data buffers `misalign` bytes past a 16-byte boundary (which picks the store
+    path: 0 vectors where rows are whole 48-byte chunks, 4 int32 words, 1 bytes)."""
+    shapes = {k: v.tensor.shape for k, v in mod.quantize(x).items()}
     out = {}
-    for key in ("rowwise_data", "colwise_data"):
-        shape = words[key].tensor.shape
-        out[key] = torch.zeros(shape.numel() + 1, dtype=torch.uint8, device=DEVICE)[1:].view(shape)
-    for key in ("rowwise_scale", "colwise_scale"):
-        out[key] = torch.empty_like(words[key].tensor)
-    by_bytes = mod.quantize(x, out=out)
-    assert by_bytes["rowwise_data"].tensor.data_ptr() % 4 == 1
-    for key in out:
-        assert torch.equal(by_bytes[key].tensor.cpu(), words[key].tensor.cpu()), key
+    for key, shape in shapes.items():
+        if key.endswith("_data"):
+            out[key] = torch.zeros(shape.numel() + 16, dtype=torch.uint8, device=DEVICE)[misalign:][:shape.numel()]
+            out[key] = out[key].view(shape)
+            assert out[key].data_ptr() % 16 == misalign
+        else:
+            out[key] = torch.empty(shape, dtype=mod.DTYPES[key], device=DEVICE)
+    return {k: v.tensor.cpu() for k, v in mod.quantize(x, out=out, **cfg).items()}
+
+
+@pytest.mark.parametrize("M,N,block", [(64, 96, 32), (192, 192, 128), (128, 256, 64)])
+def test_vector_word_and_byte_stores_write_the_same_bytes(M, N, block):
+    """Rows of whole 48-byte chunks (N and M multiples of 64) on 16-byte aligned buffers leave as 16-byte
+    vectors from tiles at least 64 codes wide; of whole words (multiples of 16) on 4-byte aligned buffers
+    as int32 words; otherwise byte by byte: the same bytes every way, ragged tiles included."""
+    x = inputs.ties(M, N, seed=8).to(DEVICE)
+    mod = find("mxfp6_e3m2")
+    cfg = dict(block_m=block, block_n=block, num_warps=4)
+    vectors = _stored_at(mod, x, 0, **cfg)
+    for misalign in (4, 1):
+        other = _stored_at(mod, x, misalign, **cfg)
+        for key in vectors:
+            assert torch.equal(other[key], vectors[key]), (misalign, key)
