@@ -335,7 +335,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            if VEC6 and BLOCK_N // 4 >= 16:
+            if VEC6 and BLOCK_N // 4 >= 16:  # whole 48-byte chunks, tiles at least 64 codes wide: 16-byte vectors
                 wv0 = tl.reshape(w, [BLOCK_M, BLOCK_N // 4 // 16, 2, 2, 2, 2])
                 wv0, wv1 = tl.split(wv0)
                 wv0, wv2 = tl.split(wv0)
@@ -370,19 +370,19 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
                 tj = 48 * tv + 0
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
                 vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
                 tj = 48 * tv + 16
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
                 vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
                 tj = 48 * tv + 32
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
             elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
                 tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
@@ -457,7 +457,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
             ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-            if VEC6 and BLOCK_M // 4 >= 16:
+            if VEC6 and BLOCK_M // 4 >= 16:  # whole 48-byte chunks, tiles at least 64 codes wide: 16-byte vectors
                 wv0 = tl.reshape(w, [BLOCK_N, BLOCK_M // 4 // 16, 2, 2, 2, 2])
                 wv0, wv1 = tl.split(wv0)
                 wv0, wv2 = tl.split(wv0)
@@ -492,19 +492,19 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
                 tj = 48 * tv + 0
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
                 vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
                 tj = 48 * tv + 16
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
                 vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
                 tj = 48 * tv + 32
                 r = ti
                 c = tj
-                # byte addresses, then words: the compiler sees 16-byte alignment through no division
+                # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
                 tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
             elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
                 tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
@@ -593,7 +593,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        if VEC6 and BLOCK_N // 4 >= 16:
+        if VEC6 and BLOCK_N // 4 >= 16:  # whole 48-byte chunks, tiles at least 64 codes wide: 16-byte vectors
             wv0 = tl.reshape(w, [BLOCK_M, BLOCK_N // 4 // 16, 2, 2, 2, 2])
             wv0, wv1 = tl.split(wv0)
             wv0, wv2 = tl.split(wv0)
@@ -628,19 +628,19 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tj = 48 * tv + 0
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
             vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
             tj = 48 * tv + 16
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
             vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_M, BLOCK_N // 4 // 16, 4])
             tj = 48 * tv + 32
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((rowwise_data_ptr + (((r * s0) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < M) & (c < s0))
         elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
             tw = (pid_n * (BLOCK_N // 4 // 4) + tl.arange(0, BLOCK_N // 4 // 4))[None, :]
@@ -715,7 +715,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         packed_words = (g0 | (g1 << 24), (g1 >> 8) | (g2 << 16), (g2 >> 16) | (g3 << 8))
 
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-        if VEC6 and BLOCK_M // 4 >= 16:
+        if VEC6 and BLOCK_M // 4 >= 16:  # whole 48-byte chunks, tiles at least 64 codes wide: 16-byte vectors
             wv0 = tl.reshape(w, [BLOCK_N, BLOCK_M // 4 // 16, 2, 2, 2, 2])
             wv0, wv1 = tl.split(wv0)
             wv0, wv2 = tl.split(wv0)
@@ -750,19 +750,19 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tj = 48 * tv + 0
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
             vec = tl.reshape(tl.join(tl.join(wd4, wd6), tl.join(wd5, wd7)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
             tj = 48 * tv + 16
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
             vec = tl.reshape(tl.join(tl.join(wd8, wd10), tl.join(wd9, wd11)), [BLOCK_N, BLOCK_M // 4 // 16, 4])
             tj = 48 * tv + 32
             r = ti
             c = tj
-            # byte addresses, then words: the compiler sees 16-byte alignment through no division
+            # the byte address first, then a word pointer: no division, so the compiler proves 16-byte alignment
             tl.store((colwise_data_ptr + (((r * s2) + c))).to(tl.pointer_type(tl.int32)) + tl.arange(0, 4)[None, None, :], vec, mask=(r < N) & (c < s2))
         elif WORDS6:  # three int32 words per 16 codes: word k of group tw at the output's bytes 12 tw + 4k
             tw = (pid_m * (BLOCK_M // 4 // 4) + tl.arange(0, BLOCK_M // 4 // 4))[None, :]
