@@ -44,10 +44,9 @@ def profile_one(label, launch):
 
 for name in a.kernels:
     if name.startswith("gemm:"):
-        from quantlay.bench import gemm_entries
-        text = name.split(":", 1)[1]
-        entry = next(e for e in gemm_entries() if text in e.name or text in e.name.replace(" ", "_"))
-        run = entry.make(*(int(v) for v in a.gemm_shape.split("x")))[0]
+        from quantlay.bench import gemm_entry
+        entry = gemm_entry(name.split(":", 1)[1])
+        run = entry.make(*(int(v) for v in a.gemm_shape.split("x")))[0]  # ours also return flops and a check
         profile_one(f"{entry.name} {a.gemm_shape}", run)
         continue
     if ".py" in name:  # an edited copy of a generated module: PATH[:bm,bn,warps,maxnreg,inplace,n_first,group,opaque]

@@ -367,6 +367,15 @@ REGISTRY: Dict[str, Callable[[], List[Entry]]] = {
 }
 
 
+def gemm_entry(text: str) -> Entry:
+    """The first GEMM entry whose name holds `text`, where `_` also matches a space (one shell word for a
+    profiler's command line, e.g. `wgrad_t_G=8_equal_[gluon]`)."""
+    for e in gemm_entries():
+        if text in e.name or text in e.name.replace(" ", "_"):
+            return e
+    raise ValueError(f"no GEMM entry of the bench holds {text!r}; the entries are {[e.name for e in gemm_entries()]}")
+
+
 def select(groups: Sequence[str], match: Optional[Sequence[str]] = None) -> List[Tuple[str, Entry]]:
     """(group, entry) for each registered entry of `groups` whose name contains one of `match` (all
     when None): e.g. ("quantlay", "torchao") leaves out the torch reference peers, whose compilation

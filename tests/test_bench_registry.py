@@ -1,5 +1,7 @@
 """The benchmark registry (issue 5): every generated variant, its PyTorch reference (eager and compiled)
 and the peers are registered per group; building the registry needs no GPU."""
+import pytest
+
 from quantlay import bench
 from quantlay.generated import find
 from quantlay.spec import SPECS_DIR, load
@@ -117,3 +119,11 @@ def test_gemm_entries_check_their_output_against_the_reference(monkeypatch):
     out = run()
     out[:64, :64] = 0
     assert check().startswith("WRONG"), "a tile of the grouped output zeroed"
+
+
+def test_a_profiler_names_a_gemm_entry_in_one_word():
+    """bench/ncu_launch.py's `gemm:TEXT`: `_` also matches a space; an unknown name lists the entries."""
+    assert bench.gemm_entry("wgrad_t_G=8_equal_[gluon]").name == "quantlay fp8_gemm_grouped_wgrad_t G=8 equal [gluon]"
+    assert bench.gemm_entry("quantlay fp8_gemm_fprop").name == "quantlay fp8_gemm_fprop"
+    with pytest.raises(ValueError, match="the entries are"):
+        bench.gemm_entry("no such gemm")
