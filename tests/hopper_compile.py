@@ -32,8 +32,10 @@ class Sm90:
         return 0
 
 
-def compile_hopper(name, M=1024, N=768, K=1024, G=4):
-    mod = find(name)
+def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=()):
+    """The sm_90 compile of `name`'s Hopper kernel (of `mod`, an edited copy of its module, if given, whose
+    kernel takes the arguments `lead` first)."""
+    mod = mod or find(name)
     phys = mod._physical(M, N, K, G)
     bufs = {key: torch.zeros(phys[key], dtype=mod.DTYPES[key]) for key in phys}
     bm, bn = mod.HOPPER_BLOCK
@@ -47,7 +49,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4):
     c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn],
                               gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt))
     stages = mod.HOPPER_STAGES_FP32_OUT if out.dtype == torch.float32 else mod.HOPPER_STAGES
-    return mod._hopper_kernel.warmup(*descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
+    return mod._hopper_kernel.warmup(*lead, *descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
                                      M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
                                      B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))

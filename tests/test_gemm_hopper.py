@@ -64,3 +64,29 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
+
+
+def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
+    """bench/gemm_timeline.py stamps the consumers of an edited copy at anchors of the generated code: each
+    Hopper module takes all of them (the sm_90 compile of a stamped copy: its --compile-only)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import gemm_timeline
+    for name in GEMMS:
+        mod = find(name)
+        if "gluon" in mod.BACKENDS:
+            text = gemm_timeline.instrument(Path(mod.__file__).read_text())
+            assert text.count("%clock64") == 3 and "TIMELINE = None" in text, name
+            compile(text, name, "exec")
+
+
+@pytest.mark.parametrize("lag,together", [(0, "100%"), (500, "0%")])
+def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, together):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import gemm_timeline
+    t = torch.zeros(1, 2, gemm_timeline.TILES, 3, dtype=torch.int64)
+    for n in range(4):  # tiles of 1000 cycles: a K loop of 600, an epilogue of 200
+        for h in range(2):
+            t0 = 1000 * n + 1 + h * lag
+            t[0, h, n] = torch.tensor([t0, t0 + 600, t0 + 800])
+    text = gemm_timeline.summarize(t, 1)
+    assert f"epilogues at the same time: median {together}" in text and f"median {lag} cycles" in text, text

@@ -1,0 +1,140 @@
+"""When each consumer warpgroup of a Hopper GEMM starts a tile, ends its K loop and has issued the tile's
+store (clock64 on its SM), for the first tiles of every program. It answers whether a program's two
+warpgroups run in step: whether their epilogues coincide (the tensor cores idle then) or one's runs under
+the other's MMAs.
+
+    python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --shape 4096x7168x2048 [--groups 8] [--csv t.csv]
+    python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --compile-only    # sm_90 compile, no GPU
+
+The kernel is an edited copy of the generated module: stamps inserted at anchors of its consumer (an
+anchor the template no longer has is an error, not a silent no-op). The GEMM runs through the bench's
+entry for that name (its operands and group sizes), on the copy's launcher.
+"""
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
+
+TILES = 64  # tiles stamped per program and warpgroup
+EVENTS = ("start", "loop_end", "stored")
+
+
+def _stamp(event: int, indent: int) -> str:
+    pad = " " * indent
+    return (f"{pad}ts = gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.int64, "
+            f"is_pure=False, pack=1)\n"
+            f"{pad}gl.store(tl_ptr + ((gl.program_id(0) * 2 + HALF) * {TILES} + n_t) * {len(EVENTS)} + {event}, ts, "
+            f"mask=n_t < {TILES})\n")
+
+
+def _sub(pattern: str, repl, text: str, count: int = 1) -> str:
+    new, n = re.subn(pattern, repl, text, count=count)
+    if n != count:
+        raise SystemExit(f"gemm_timeline: anchor {pattern!r} found {n} times, expected {count}: "
+                         f"the template changed; update bench/gemm_timeline.py")
+    return new
+
+
+def instrument(source: str) -> str:
+    """The module's text with the timeline: a buffer `TIMELINE` [programs, 2, TILES, 3] (int64) that the
+    launcher passes to the kernel and the consumers write."""
+    s = _sub(r"def _hopper_kernel\(", "def _hopper_kernel(tl_ptr, ", source)
+    s = _sub(r"\(_hopper_consumer, \(", "(_hopper_consumer, (tl_ptr, ", s, count=2)
+    s = _sub(r"_hopper_kernel\[grid\]\(", "_hopper_kernel[grid](TIMELINE, ", s)
+    s = _sub(r"\ndef _launch_hopper\(", "\nTIMELINE = None\n\n\ndef _launch_hopper(", s)
+    # the consumer (the loader has an `if found:` too): its tile counter, its stamps at the tile's start,
+    # after the K loop and after the store
+    head, rest = s.split("def _hopper_consumer(", 1)
+    body, tail = rest.split("\n@gluon.jit\n", 1)
+    body = "def _hopper_consumer(tl_ptr, " + body
+    body = _sub(r"(\n    loads = 0[^\n]*\n)", r"\1    n_t = 0\n", body)
+    body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(0, 12), body)
+    body = _sub(r"(\n\s+acc \+= p \* scale\n)(            if C_TMA:\n)",
+                lambda m: m.group(1) + _stamp(1, 12) + m.group(2), body)
+    body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
+                lambda m: m.group(1) + _stamp(2, 12) + "            n_t += 1\n" + m.group(2), body)
+    return head + body + "\n@gluon.jit\n" + tail
+
+
+def load_copy(name: str):
+    from quantlay.generated import find
+    mod = find(name)
+    path = Path(tempfile.mkdtemp()) / f"{name}_timeline.py"
+    path.write_text(instrument(Path(mod.__file__).read_text()))
+    return mod, named.module_copy(str(path))
+
+
+def summarize(t: torch.Tensor, programs: int) -> str:
+    """Per program, tile and warpgroup: K loop and epilogue cycles; how much of one warpgroup's epilogue the
+    other's epilogue overlaps; the lag between their tile starts."""
+    loop, epi, overlap, lag = [], [], [], []
+    for p in range(programs):
+        for n in range(TILES):
+            ev = t[p, :, n]
+            if (ev == 0).any():
+                continue
+            for h in range(2):
+                loop.append(int(ev[h, 1] - ev[h, 0]))
+                epi.append(int(ev[h, 2] - ev[h, 1]))
+            lo = max(int(ev[0, 1]), int(ev[1, 1]))
+            hi = min(int(ev[0, 2]), int(ev[1, 2]))
+            span = max(int(ev[0, 2] - ev[0, 1]), 1)
+            overlap.append(max(hi - lo, 0) / span)
+            lag.append(int(ev[1, 0] - ev[0, 0]))
+    if not loop:
+        return "no complete tile was stamped"
+    med = statistics.median
+    return (f"tiles stamped: {len(lag)} (both warpgroups)\n"
+            f"K loop per tile: median {med(loop):.0f} cycles; epilogue (to the store's issue): median {med(epi):.0f}\n"
+            f"epilogues at the same time: median {med(overlap):.0%} of warpgroup 0's epilogue\n"
+            f"warpgroup 1's tile start after warpgroup 0's: median {med(lag):.0f} cycles (in step when this is "
+            f"small against the K loop)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("gemm", nargs="?", default="fp8_gemm_grouped_wgrad_t")
+    p.add_argument("--shape", default="4096x7168x2048", help="M x N x K as the bench takes it")
+    p.add_argument("--groups", type=int, default=8)
+    p.add_argument("--csv", help="write every stamp: program, warpgroup, tile, event, cycles")
+    p.add_argument("--compile-only", action="store_true", help="compile the stamped kernel for sm_90 (no GPU)")
+    a = p.parse_args()
+    if a.compile_only:  # run without TRITON_INTERPRET
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        import hopper_compile  # the sm_90 compile of tests/test_gemm_hopper.py
+        from triton.runtime import driver
+        driver.set_active(hopper_compile.Sm90())
+        _, copy = load_copy(a.gemm)
+        k = hopper_compile.compile_hopper(a.gemm, mod=copy, lead=(torch.zeros(1, dtype=torch.int64),))
+        print(a.gemm, "stamped, sm_90:", hopper_compile.resources(k.asm["cubin"]), hopper_compile.k_loop(k.asm["cubin"]))
+        return
+    from quantlay import bench
+    orig, copy = load_copy(a.gemm)
+    orig._launch_hopper = copy._launch_hopper  # the module's gemm() launches the stamped kernel
+    entry = bench.gemm_entry(f"{a.gemm}_G={a.groups}_equal" if "grouped" in a.gemm else f"quantlay_{a.gemm}")
+    run = entry.make(*(int(v) for v in a.shape.split("x")))[0]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    copy.TIMELINE = torch.zeros(sms, 2, TILES, len(EVENTS), dtype=torch.int64, device="cuda")
+    run()  # compiles
+    copy.TIMELINE.zero_()
+    run()
+    torch.cuda.synchronize()
+    t = copy.TIMELINE.cpu()
+    print(f"{entry.name} {a.shape}:")
+    print(summarize(t, sms))
+    if a.csv:
+        with open(a.csv, "w") as f:
+            f.write("program,warpgroup,tile,event,cycles\n")
+            for (prog, h, n, e) in (t != 0).nonzero().tolist():
+                f.write(f"{prog},{h},{n},{EVENTS[e]},{int(t[prog, h, n, e])}\n")
+
+
+if __name__ == "__main__":
+    main()
