@@ -56,8 +56,9 @@ def instrument(source: str) -> str:
     body = "def _hopper_consumer(tl_ptr, " + body
     body = _sub(r"(\n    loads = 0[^\n]*\n)", r"\1    n_t = 0\n", body)
     body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(0, 12), body)
-    body = _sub(r"(\n\s+acc \+= p \* scale\n)(            if C_TMA:\n)",
-                lambda m: m.group(1) + _stamp(1, 12) + m.group(2), body)
+    # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
+    # the tile it adds into)
+    body = _sub(r"(?s)(.*\n)(            if C_TMA:\n)", lambda m: m.group(1) + _stamp(1, 12) + m.group(2), body)
     body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
                 lambda m: m.group(1) + _stamp(2, 12) + "            n_t += 1\n" + m.group(2), body)
     return head + body + "\n@gluon.jit\n" + tail
@@ -105,6 +106,8 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=8)
     p.add_argument("--csv", help="write every stamp: program, warpgroup, tile, event, cycles")
     p.add_argument("--compile-only", action="store_true", help="compile the stamped kernel for sm_90 (no GPU)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=INT",
+                   help="set a launch constant of the copy first, e.g. HOPPER_STAGES=4 (repeatable)")
     a = p.parse_args()
     if a.compile_only:  # run without TRITON_INTERPRET
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -118,6 +121,11 @@ def main() -> None:
     from quantlay import bench
     orig, copy = load_copy(a.gemm)
     orig._launch_hopper = copy._launch_hopper  # the module's gemm() launches the stamped kernel
+    for kv in a.set:
+        key, _, value = kv.partition("=")
+        if not key.startswith("HOPPER_") or not hasattr(copy, key):
+            raise SystemExit(f"gemm_timeline: --set {kv}: the module has no launch constant {key!r}")
+        setattr(copy, key, int(value))
     entry = bench.gemm_entry(f"{a.gemm}_G={a.groups}_equal" if "grouped" in a.gemm else f"quantlay_{a.gemm}")
     run = entry.make(*(int(v) for v in a.shape.split("x")))[0]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -127,7 +135,7 @@ def main() -> None:
     run()
     torch.cuda.synchronize()
     t = copy.TIMELINE.cpu()
-    print(f"{entry.name} {a.shape}:")
+    print(f"{entry.name} {a.shape}{' ' + ' '.join(a.set) if a.set else ''}:")
     print(summarize(t, sms))
     if a.csv:
         with open(a.csv, "w") as f:
