@@ -248,8 +248,10 @@ def lower(g: GemmIR) -> Dict[str, object]:
         "out_dtype": g.out_dtype, "out_tl": OUT_DTYPES[g.out_dtype][0], "out_torch": OUT_DTYPES[g.out_dtype][1],
         "accumulate": g.accumulate,
         "BK": g.k_block,
-        # a Hopper kernel (Gluon: TMA, warp-specialized, two consumer warpgroups) beside the Triton one
-        "gluon": g.k_block == 128 and g.groups in GLUON_GROUPS and a["tma"] and b["tma"],
+        # a Hopper kernel (Gluon: TMA, warp-specialized, two consumer warpgroups) beside the Triton one; the
+        # weight gradient's loader copies the scales with cp.async, 4 bytes at a time: fp32 scales there
+        "gluon": (g.k_block == 128 and g.groups in GLUON_GROUPS and a["tma"] and b["tma"]
+                  and not (g.groups == "contraction" and (a["scale_ue8m0"] or b["scale_ue8m0"]))),
         "sizes": [{"name": n, "expr": e.render()} for n, e in sizes.exprs],
         "canonical": g.canonical().splitlines(),
     }

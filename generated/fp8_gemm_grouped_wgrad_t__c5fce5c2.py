@@ -21,6 +21,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from quantlay import runtime
@@ -190,10 +191,13 @@ def _hopper_store(c_ptr, acc, i, j, rows, N):
 
 
 @gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
-    """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
-    64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, as_ptr, bs_ptr, M, N, K, KB, s0, s1, offs_ptr, G,
+                   B_SCALAR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+    """Four warps (the default partition): for each tile and K block, wait until the consumers freed a stage,
+    then copy the block's scales into it and TMA-load a's two 64-row halves and b's tile (out-of-bounds rows
+    and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
+    vec: gl.constexpr = gl.BlockedLayout([BLOCK_M // 128], [32], [4], [0])  # a tile's rows (or columns) over the warps
     num_n = gl.cdiv(N, BLOCK_N)
     num_m = gl.cdiv(M, BLOCK_M)
     num_tiles = G * num_m * num_n
@@ -218,6 +222,27 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
                 st = it % STAGES
                 mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
                 bar = ready.index(st)
+                # the block's scales into the stage: a's for the tile's rows, b's for its columns (one, repeated,
+                # where b's scale block covers the tile); zeros past the output's rows and columns
+                i = row0 + gl.arange(0, BLOCK_M, layout=vec)
+                if B_SCALAR:
+                    jb = pid_n * BLOCK_N + gl.zeros([BLOCK_N], gl.int32, vec)
+                else:
+                    jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=vec)
+                kk = kb * 128
+                if IDX64:
+                    i = i.to(gl.int64)
+                    jb = jb.to(gl.int64)
+                    kk = kk.to(gl.int64)
+                r = kk
+                c = i
+                r = r // 128
+                async_copy.async_copy_global_to_shared(sa_bufs.index(st), as_ptr + ((c * s1) + r), mask=i < row_end)
+                r = kk
+                c = jb
+                r = r // 128
+                async_copy.async_copy_global_to_shared(sb_bufs.index(st), bs_ptr + ((c * s1) + r), mask=jb < N)
+                async_copy.mbarrier_arrive(bar)  # the stage is ready only once these copies landed too
                 mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
                 k0 = kb * 128
                 tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
@@ -227,17 +252,16 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, offs_ptr, G,
+def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, offs_ptr, G,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
-    """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
-    (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
-    ahead), then acc += block * scales.
+    """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per pair of K blocks: the MMAs of both
+    (asynchronous, fresh accumulators), then each block in turn times its scales (from its stage) added into
+    the tile's fp32 accumulator, the first while the second's MMAs run.
     A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
     which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
     c_buf by TMA during the MMAs; c_bar says when); other halves leave by pointers."""
     HM: gl.constexpr = BLOCK_M // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
-    cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
     num_m = gl.cdiv(M, BLOCK_M)
     num_tiles = G * num_m * num_n
@@ -245,8 +269,8 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     # the token offsets of the group of this program's first tile; each tile then loads its successor's,
     # so no tile waits for them at its start
     g_next = (gl.program_id(0)) // (num_m * num_n)
-    lo_next = gl.load(offs_ptr + g_next, mask=gl.program_id(0) < num_tiles, other=0)
-    hi_next = gl.load(offs_ptr + g_next + 1, mask=gl.program_id(0) < num_tiles, other=0)
+    kb_lo_next = (gl.load(offs_ptr + g_next, mask=gl.program_id(0) < num_tiles, other=0) // 128).to(gl.int32)
+    kb_hi_next = (gl.load(offs_ptr + g_next + 1, mask=gl.program_id(0) < num_tiles, other=0) // 128).to(gl.int32)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -259,73 +283,74 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         pid_n = (tg % width) // size_m
         row0 = (first_m + (tg % width) % size_m) * BLOCK_M
         row_end = M
-        kb_lo = (lo_next // 128).to(gl.int32)
-        kb_hi = (hi_next // 128).to(gl.int32)
+        kb_lo = kb_lo_next
+        kb_hi = kb_hi_next
         g_next = (t + gl.num_programs(0)) // (num_m * num_n)
-        lo_next = gl.load(offs_ptr + g_next, mask=t + gl.num_programs(0) < num_tiles, other=0)
-        hi_next = gl.load(offs_ptr + g_next + 1, mask=t + gl.num_programs(0) < num_tiles, other=0)
+        kb_lo_next = (gl.load(offs_ptr + g_next, mask=t + gl.num_programs(0) < num_tiles, other=0) // 128).to(gl.int32)
+        kb_hi_next = (gl.load(offs_ptr + g_next + 1, mask=t + gl.num_programs(0) < num_tiles, other=0) // 128).to(gl.int32)
         if IDX64:  # the output's group offset g * M * N may pass 2^31
             g = g.to(gl.int64)
         found = True
         if found:
             i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
-            # column of the tile per thread
-            if B_SCALAR:
-                jb = pid_n * BLOCK_N
-            else:
-                jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
-                jb = jb.to(gl.int64)
             r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
-            # the first K block's scales (see the loop)
-            inside = kb_lo < kb_hi
-            r = kb_lo * 128
-            c = i
-            r = r // 128
-            s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
-            na = s
-            r = kb_lo * 128
-            c = jb
-            r = r // 128
-            s = gl.load(bs_ptr + ((c * s1) + r), mask=(jb < N) & inside, other=0.0)
-            nb = s
             acc = zero
-            for kb in range(kb_lo, kb_hi):
-                st = it % STAGES
-                # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
-                # one per row of a; nb, one per jb (see the tile's setup)
-                sa = na
-                sb = nb
-                inside = (kb + 1) < kb_hi
-                r = (kb + 1) * 128
-                c = i
-                r = r // 128
-                s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
-                na = s
-                r = (kb + 1) * 128
-                c = jb
-                r = r // 128
-                s = gl.load(bs_ptr + ((c * s1) + r), mask=(jb < N) & inside, other=0.0)
-                nb = s
-                mbarrier.wait(ready.index(st), (it // STAGES) & 1)
-                p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
-                                  is_async=True)
-                # while the MMAs run: the block's scale tile (b's columns spread over the MMA's layout through
-                # shared memory: 1 load per thread, not one per column it holds)
-                if B_SCALAR:
-                    scale = sa[:, None] * sb
-                else:
-                    scale = sa[:, None] * gl.convert_layout(sb, gl.SliceLayout(0, mma))[None, :]
-                p = warpgroup_mma_wait(0, deps=(p, ))
-                mbarrier.arrive(empty.index(st), count=1)
-                it += 1
-                acc += p * scale
+            # a group without tokens has no K blocks. (This test also keeps the range, read a tile ahead, in the
+            # tile loop's carried values: Triton 3.6 drops one whose only use is an inner loop's bounds.)
+            if kb_hi > kb_lo:
+                for pair in range((kb_hi - kb_lo) // 2):
+                    st = it % STAGES
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                      is_async=True)
+                    it += 1
+                    st = it % STAGES
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    q = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                      is_async=True)
+                    it += 1
+                    p = warpgroup_mma_wait(1, deps=(p, ))
+                    # the finished block's scales, from its stage (a's rows of this half, b's columns), then its stage freed
+                    st = (it - 2) % STAGES
+                    sa = sa_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                    if B_SCALAR:
+                        sb = sb_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                        acc += p * (sa * sb)[:, None]
+                    else:
+                        acc += p * (sa[:, None] * sb_bufs.index(st).load(gl.SliceLayout(0, mma))[None, :])
+                    mbarrier.arrive(empty.index(st), count=1)
+                    q = warpgroup_mma_wait(0, deps=(q, ))
+                    # the finished block's scales, from its stage (a's rows of this half, b's columns), then its stage freed
+                    st = (it - 1) % STAGES
+                    sa = sa_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                    if B_SCALAR:
+                        sb = sb_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                        acc += q * (sa * sb)[:, None]
+                    else:
+                        acc += q * (sa[:, None] * sb_bufs.index(st).load(gl.SliceLayout(0, mma))[None, :])
+                    mbarrier.arrive(empty.index(st), count=1)
+                if (kb_hi - kb_lo) % 2 == 1:
+                    st = it % STAGES
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                      is_async=True)
+                    it += 1
+                    p = warpgroup_mma_wait(0, deps=(p, ))
+                    # the finished block's scales, from its stage (a's rows of this half, b's columns), then its stage freed
+                    st = (it - 1) % STAGES
+                    sa = sa_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                    if B_SCALAR:
+                        sb = sb_bufs.index(st).slice(HALF * HM, HM).load(gl.SliceLayout(1, mma))
+                        acc += p * (sa * sb)[:, None]
+                    else:
+                        acc += p * (sa[:, None] * sb_bufs.index(st).load(gl.SliceLayout(0, mma))[None, :])
+                    mbarrier.arrive(empty.index(st), count=1)
             if C_TMA:
                 if r0 + HM <= row_end:
                     tma.store_wait(0)  # the previous tile's store has left c_buf
@@ -344,11 +369,15 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
 def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, offs_ptr, G, B_SCALAR: gl.constexpr,
                    C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
-    2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
+    2st + 1), b's tile and the block's scales (sa_bufs[st], sb_bufs[st]); ready[st] completes when its bytes
+    landed, empty[st] when both consumers are done.
     With C_TMA, each consumer stages its finished half in its own c buffer for a TMA store (and, accumulating,
     the tile it adds into, loaded by TMA; c_bars[half] says when it landed)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    sa_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], flat)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_N], flat)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
@@ -366,10 +395,11 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-    ], [4, 1], [232, 40])
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, as_ptr, bs_ptr, M, N, K, KB,
+                          s0, s1, offs_ptr, G, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+    ], [4, 4], [224, 224])
 
 
 def _hopper_reason(a_data, b_data, M, N, K, phys):

@@ -69,8 +69,9 @@ def resources(cubin: bytes):
 
 
 def k_loop(cubin: bytes):
-    """The innermost SASS loop that holds the MMAs (a consumer's K loop): its instructions, and how many
-    move a value into a uniform register (R2UR: loop control the compiler could not keep uniform)."""
+    """The innermost SASS loop that holds the MMAs (a consumer's K loop): its instructions, how many move a
+    value into a uniform register (R2UR: loop control the compiler could not keep uniform), its MMA
+    instructions and its MMA waits."""
     code = [(int(m.group(1), 16), m.group(2)) for m in
             re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", cuobjdump(cubin, "-sass"))]
     mma = [a for a, op in code if "GMMA" in op]
@@ -78,7 +79,11 @@ def k_loop(cubin: bytes):
             if j and int(j.group(1), 16) < src]  # backward branches: (loop head, loop end)
     body = min(([o for a, o in code if head <= a <= end] for head, end in back
                 if any(head <= a <= end for a in mma)), key=len)
-    return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body)}
+    # the MMA waits (warpgroup.wait N: N groups may stay in flight); ptxas puts a wait 0 after every MMA
+    # where it serializes them
+    waits = [int(m.group(1), 16) for o in body for m in [re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", o)] if m]
+    return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body), "mmas": sum("GMMA" in o for o in body),
+            "mma_waits": waits}
 
 
 def offsets_in_loops(ttgir: str):

@@ -64,6 +64,9 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
+            assert r["mmas"] == 4 and r["mma_waits"] == [0], (name, r)  # a block's 4 MMAs, then its wait
+        else:  # a pair of blocks: 8 MMAs, the first block promoted while the second's run (not serialized)
+            assert r["mmas"] == 8 and r["mma_waits"] == [1, 0], (name, r)
 
 
 def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
@@ -90,3 +93,4 @@ def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, toget
             t[0, h, n] = torch.tensor([t0, t0 + 600, t0 + 800])
     text = gemm_timeline.summarize(t, 1)
     assert f"epilogues at the same time: median {together}" in text and f"median {lag} cycles" in text, text
+
