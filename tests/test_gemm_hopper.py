@@ -94,3 +94,17 @@ def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, toget
     text = gemm_timeline.summarize(t, 1)
     assert f"epilogues at the same time: median {together}" in text and f"median {lag} cycles" in text, text
 
+
+def test_the_ab_tool_names_bench_entries_and_refuses_a_missing_baseline(tmp_path):
+    """bench/gemm_ab.py (GPU) times this tree's Hopper GEMMs against earlier generated modules: its default
+    cases name bench entries and GEMMs that exist, and a folder without the earlier module is an error."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import gemm_ab
+    from quantlay import bench
+    cases = gemm_ab.parse_cases(gemm_ab.CASES)
+    assert len(cases) >= 5
+    for name, entry, shape in cases:
+        assert name in GEMMS and len(shape) == 3
+        assert name.split("fp8_gemm_")[1] in bench.gemm_entry(entry).name
+    with pytest.raises(SystemExit, match="expected one fp8_gemm_fprop__"):
+        gemm_ab.baseline(tmp_path, "fp8_gemm_fprop")

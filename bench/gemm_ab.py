@@ -1,0 +1,75 @@
+"""Time this tree's Hopper GEMMs against copies of earlier generated modules (GPU), in one run, on the
+same seeded inputs, outputs compared bit for bit (a speed change never changes bytes).
+
+    mkdir /tmp/base && for f in $(git ls-files 'generated/fp8_gemm_*'); do git show REV:$f > /tmp/base/${f#generated/}; done
+    python bench/gemm_ab.py /tmp/base [--cases "fp8_gemm_fprop:quantlay_fp8_gemm_fprop:8192x8192x8192;..."]
+
+A case is GEMM:BENCH_ENTRY:MxNxK (the entry as `bench.gemm_entry` takes it, `_` for a space). The earlier
+module's launcher stands in for this tree's inside the same module, so both run through the bench entry's
+own operands; an accumulating GEMM's output is not compared (its buffer holds every timed run).
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
+from quantlay import bench  # noqa: E402
+from quantlay.generated import find  # noqa: E402
+
+CASES = ("fp8_gemm_fprop:quantlay_fp8_gemm_fprop:8192x8192x8192;"
+         "fp8_gemm_fprop:quantlay_fp8_gemm_fprop:4096x7168x2048;"
+         "fp8_gemm_grouped_fprop:grouped_fprop_G=8_random:4096x7168x2048;"
+         "fp8_gemm_grouped_wgrad_t:wgrad_t_G=8_equal:4096x7168x2048;"
+         "fp8_gemm_grouped_wgrad_t:wgrad_t_G=8_equal:16384x4096x4096;"
+         "fp8_gemm_grouped_wgrad_t:wgrad_t_G=64_equal:32768x4096x4096;"
+         "fp8_gemm_grouped_wgrad_t_acc:wgrad_t_acc_G=8_equal_[gluon]:16384x4096x4096")
+
+
+def parse_cases(text: str):
+    """'GEMM:ENTRY:MxNxK;...' -> [(gemm, entry, (M, N, K))]."""
+    out = []
+    for case in filter(None, text.split(";")):
+        name, entry, shape = case.split(":")
+        out.append((name, entry, tuple(int(v) for v in shape.split("x"))))
+    return out
+
+
+def baseline(directory: Path, name: str):
+    """The earlier generated module of GEMM `name` in `directory`, loaded as a copy."""
+    found = sorted(directory.glob(f"{name}__*.py"))
+    if len(found) != 1:
+        raise SystemExit(f"gemm_ab: expected one {name}__*.py in {directory}, found {len(found)}")
+    return named.module_copy(str(found[0]))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("baseline", type=Path, help="a folder of earlier generated GEMM modules")
+    p.add_argument("--cases", default=CASES)
+    a = p.parse_args()
+    for name, entry, (M, N, K) in parse_cases(a.cases):
+        mod = find(name)
+        ours = mod._launch_hopper
+        e = bench.gemm_entry(entry)
+        row, outs = [], []
+        for label, launch in (("base", baseline(a.baseline, name)._launch_hopper), ("this", ours)):
+            mod._launch_hopper = launch
+            torch.manual_seed(0)
+            run = e.make(M, N, K)[0]
+            out = run()
+            torch.cuda.synchronize()
+            if not name.endswith("_acc"):
+                outs.append(out.clone())
+            row.append(f"{label}: {2 * M * N * K / bench.time_call(run)[0] / 1e9:7.1f}")
+            del run, out
+            torch.cuda.empty_cache()
+        mod._launch_hopper = ours
+        same = "" if not outs else (" outputs equal" if torch.equal(outs[0], outs[1]) else " OUTPUTS DIFFER")
+        print(f"{e.name:52s} {M}x{N}x{K:<8d} " + "  ".join(row) + same, flush=True)
+
+
+if __name__ == "__main__":
+    main()
