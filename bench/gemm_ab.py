@@ -9,6 +9,7 @@ module's launcher stands in for this tree's inside the same module, so both run 
 own operands; an accumulating GEMM's output is not compared (its buffer holds every timed run).
 """
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -37,8 +38,9 @@ def parse_cases(text: str):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def baseline(directory: Path, name: str):
-    """The earlier generated module of GEMM `name` in `directory`, loaded as a copy."""
+    """The earlier generated module of GEMM `name` in `directory`, loaded as a copy (once per GEMM)."""
     found = sorted(directory.glob(f"{name}__*.py"))
     if len(found) != 1:
         raise SystemExit(f"gemm_ab: expected one {name}__*.py in {directory}, found {len(found)}")
