@@ -1,14 +1,16 @@
-"""When each consumer warpgroup of a Hopper GEMM starts a tile, ends its K loop and has issued the tile's
-store (clock64 on its SM), for the first tiles of every program. It answers whether a program's two
-warpgroups run in step: whether their epilogues coincide (the tensor cores idle then) or one's runs under
-the other's MMAs.
+"""When each consumer warpgroup of a Hopper GEMM enters a tile, has mapped it, ends its K loop and has issued
+the tile's store (clock64 on its SM), and how long it waited in that tile for its stages (the loader) and
+for its MMAs, for the first tiles of every program. It answers whether a program's two warpgroups run in
+step (whether their epilogues coincide, the tensor cores idle then) and where a tile's time goes.
 
     python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --shape 4096x7168x2048 [--groups 8] [--csv t.csv]
     python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --compile-only    # sm_90 compile, no GPU
+    python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --module edited_copy.py   # a variant's timeline
 
 The kernel is an edited copy of the generated module: stamps inserted at anchors of its consumer (an
 anchor the template no longer has is an error, not a silent no-op). The GEMM runs through the bench's
-entry for that name (its operands and group sizes), on the copy's launcher.
+entry for that name (its operands and group sizes), on the copy's launcher. The clocks around every wait
+add instructions to the K loop: compare stamped runs with each other, not with the shipped kernel's speed.
 """
 import argparse
 import re
@@ -23,15 +25,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
 
 TILES = 64  # tiles stamped per program and warpgroup
-EVENTS = ("start", "loop_end", "stored")
+EVENTS = ("top", "start", "loop_end", "stored", "ready_wait", "mma_wait")  # the last two: cycles summed over the tile
+CLOCK = "gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.int64, is_pure=False, pack=1)"
+
+
+def _record(event: int, value: str, indent: int) -> str:
+    return (f"{' ' * indent}gl.store(tl_ptr + ((gl.program_id(0) * 2 + HALF) * {TILES} + n_t) * {len(EVENTS)} + {event}, "
+            f"{value}, mask=n_t < {TILES})\n")
 
 
 def _stamp(event: int, indent: int) -> str:
-    pad = " " * indent
-    return (f"{pad}ts = gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.int64, "
-            f"is_pure=False, pack=1)\n"
-            f"{pad}gl.store(tl_ptr + ((gl.program_id(0) * 2 + HALF) * {TILES} + n_t) * {len(EVENTS)} + {event}, ts, "
-            f"mask=n_t < {TILES})\n")
+    return f"{' ' * indent}ts = {CLOCK}\n" + _record(event, "ts", indent)
+
+
+def _timed(pattern: str, total: str, text: str) -> str:
+    """Every line matching `pattern` (a wait) with its cycles added to `total`."""
+    def wrap(m):
+        pad = m.group(1)
+        return f"{pad}w0 = {CLOCK}\n{pad}{m.group(2)}\n{pad}{total} += {CLOCK} - w0\n"
+    new, n = re.subn(rf"(?m)^( +)({pattern}[^\n]*)\n", wrap, text)
+    if n == 0:
+        raise SystemExit(f"gemm_timeline: no wait {pattern!r} in the consumer: the template changed; "
+                         f"update bench/gemm_timeline.py")
+    return new
 
 
 def _sub(pattern: str, repl, text: str, count: int = 1) -> str:
@@ -54,46 +70,61 @@ def instrument(source: str) -> str:
     head, rest = s.split("def _hopper_consumer(", 1)
     body, tail = rest.split("\n@gluon.jit\n", 1)
     body = "def _hopper_consumer(tl_ptr, " + body
-    body = _sub(r"(\n    loads = 0[^\n]*\n)", r"\1    n_t = 0\n", body)
-    body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(0, 12), body)
+    body = _sub(r"(\n    it = 0\n)", r"\1    n_t = 0\n", body)
+    body = _sub(r"(\n    for t in range\([^\n]*\n)",
+                lambda m: m.group(1) + _stamp(0, 8) + "        ready_wait = ts * 0\n        mma_wait = ts * 0\n", body)
+    body = _timed(r"mbarrier\.wait\(ready\.", "ready_wait", body)
+    body = _timed(r"\w+ = warpgroup_mma_wait\(", "mma_wait", body)
+    body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(1, 12), body)
     # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
     # the tile it adds into)
-    body = _sub(r"(?s)(.*\n)(            if C_TMA:\n)", lambda m: m.group(1) + _stamp(1, 12) + m.group(2), body)
+    body = _sub(r"(?s)(.*\n)(            if C_TMA:\n)", lambda m: m.group(1) + _stamp(2, 12) + m.group(2), body)
     body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
-                lambda m: m.group(1) + _stamp(2, 12) + "            n_t += 1\n" + m.group(2), body)
+                lambda m: m.group(1) + _stamp(3, 12) + _record(4, "ready_wait", 12) + _record(5, "mma_wait", 12)
+                + "            n_t += 1\n" + m.group(2), body)
     return head + body + "\n@gluon.jit\n" + tail
 
 
-def load_copy(name: str):
+def load_copy(name: str, source=None):
+    """(the generated module of `name`, a stamped copy of it or of the module file `source`)."""
     from quantlay.generated import find
     mod = find(name)
     path = Path(tempfile.mkdtemp()) / f"{name}_timeline.py"
-    path.write_text(instrument(Path(mod.__file__).read_text()))
+    path.write_text(instrument(Path(source or mod.__file__).read_text()))
     return mod, named.module_copy(str(path))
 
 
 def summarize(t: torch.Tensor, programs: int) -> str:
-    """Per program, tile and warpgroup: K loop and epilogue cycles; how much of one warpgroup's epilogue the
-    other's epilogue overlaps; the lag between their tile starts."""
-    loop, epi, overlap, lag = [], [], [], []
+    """Per program, tile and warpgroup: the tile's mapping, K loop (and its waits for stages and MMAs),
+    epilogue and way to the next tile, in cycles; how much of one warpgroup's epilogue the other's overlaps;
+    the lag between their tile starts."""
+    top, start, end, stored, ready, mma = range(len(EVENTS))
+    parts = {k: [] for k in ("mapping", "K loop", "waits for stages", "waits for MMAs", "epilogue",
+                             "to the next tile")}
+    overlap, lag = [], []
     for p in range(programs):
         for n in range(TILES):
             ev = t[p, :, n]
-            if (ev == 0).any():
+            if (ev[:, :stored + 1] == 0).any():
                 continue
             for h in range(2):
-                loop.append(int(ev[h, 1] - ev[h, 0]))
-                epi.append(int(ev[h, 2] - ev[h, 1]))
-            lo = max(int(ev[0, 1]), int(ev[1, 1]))
-            hi = min(int(ev[0, 2]), int(ev[1, 2]))
-            span = max(int(ev[0, 2] - ev[0, 1]), 1)
+                parts["mapping"].append(int(ev[h, start] - ev[h, top]))
+                parts["K loop"].append(int(ev[h, end] - ev[h, start]))
+                parts["waits for stages"].append(int(ev[h, ready]))
+                parts["waits for MMAs"].append(int(ev[h, mma]))
+                parts["epilogue"].append(int(ev[h, stored] - ev[h, end]))
+                if n + 1 < TILES and t[p, h, n + 1, top] != 0:
+                    parts["to the next tile"].append(int(t[p, h, n + 1, top] - ev[h, stored]))
+            lo = max(int(ev[0, end]), int(ev[1, end]))
+            hi = min(int(ev[0, stored]), int(ev[1, stored]))
+            span = max(int(ev[0, stored] - ev[0, end]), 1)
             overlap.append(max(hi - lo, 0) / span)
-            lag.append(int(ev[1, 0] - ev[0, 0]))
-    if not loop:
+            lag.append(int(ev[1, start] - ev[0, start]))
+    if not lag:
         return "no complete tile was stamped"
     med = statistics.median
     return (f"tiles stamped: {len(lag)} (both warpgroups)\n"
-            f"K loop per tile: median {med(loop):.0f} cycles; epilogue (to the store's issue): median {med(epi):.0f}\n"
+            "median cycles a tile: " + ", ".join(f"{k} {med(v):.0f}" for k, v in parts.items() if v) + "\n"
             f"epilogues at the same time: median {med(overlap):.0%} of warpgroup 0's epilogue\n"
             f"warpgroup 1's tile start after warpgroup 0's: median {med(lag):.0f} cycles (in step when this is "
             f"small against the K loop)")
@@ -104,6 +135,7 @@ def main() -> None:
     p.add_argument("gemm", nargs="?", default="fp8_gemm_grouped_wgrad_t")
     p.add_argument("--shape", default="4096x7168x2048", help="M x N x K as the bench takes it")
     p.add_argument("--groups", type=int, default=8)
+    p.add_argument("--module", help="stamp this edited copy of the GEMM's generated module instead (a variant)")
     p.add_argument("--csv", help="write every stamp: program, warpgroup, tile, event, cycles")
     p.add_argument("--compile-only", action="store_true", help="compile the stamped kernel for sm_90 (no GPU)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=INT",
@@ -114,12 +146,12 @@ def main() -> None:
         import hopper_compile  # the sm_90 compile of tests/test_gemm_hopper.py
         from triton.runtime import driver
         driver.set_active(hopper_compile.Sm90())
-        _, copy = load_copy(a.gemm)
+        _, copy = load_copy(a.gemm, a.module)
         k = hopper_compile.compile_hopper(a.gemm, mod=copy, lead=(torch.zeros(1, dtype=torch.int64),))
         print(a.gemm, "stamped, sm_90:", hopper_compile.resources(k.asm["cubin"]), hopper_compile.k_loop(k.asm["cubin"]))
         return
     from quantlay import bench
-    orig, copy = load_copy(a.gemm)
+    orig, copy = load_copy(a.gemm, a.module)
     orig._launch_hopper = copy._launch_hopper  # the module's gemm() launches the stamped kernel
     for kv in a.set:
         key, _, value = kv.partition("=")

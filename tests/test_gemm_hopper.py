@@ -3,6 +3,7 @@ each compiles for sm_90 (Triton's compiler and ptxas run here; nothing launches)
 Their results are tested on the H200 (tests/test_gpu_gemm.py), against the Triton kernel and the reference."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,7 +79,10 @@ def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
         mod = find(name)
         if "gluon" in mod.BACKENDS:
             text = gemm_timeline.instrument(Path(mod.__file__).read_text())
-            assert text.count("%clock64") == 3 and "TIMELINE = None" in text, name
+            # four stamps, and a clock on each side of every wait for a stage or an MMA
+            waits = len(re.findall(r"mbarrier\.wait\(ready\.|= warpgroup_mma_wait\(",
+                                   Path(mod.__file__).read_text().split("def _hopper_consumer(")[1]))
+            assert text.count("%clock64") == 4 + 2 * waits and "TIMELINE = None" in text, name
             compile(text, name, "exec")
 
 
@@ -86,13 +90,15 @@ def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
 def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, together):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import gemm_timeline
-    t = torch.zeros(1, 2, gemm_timeline.TILES, 3, dtype=torch.int64)
-    for n in range(4):  # tiles of 1000 cycles: a K loop of 600, an epilogue of 200
+    t = torch.zeros(1, 2, gemm_timeline.TILES, len(gemm_timeline.EVENTS), dtype=torch.int64)
+    for n in range(4):  # tiles of 1000 cycles: mapping 100, a K loop of 600 (waits 150 + 250), an epilogue of 200
         for h in range(2):
             t0 = 1000 * n + 1 + h * lag
-            t[0, h, n] = torch.tensor([t0, t0 + 600, t0 + 800])
+            t[0, h, n] = torch.tensor([t0, t0 + 100, t0 + 700, t0 + 900, 150, 250])
     text = gemm_timeline.summarize(t, 1)
     assert f"epilogues at the same time: median {together}" in text and f"median {lag} cycles" in text, text
+    assert ("mapping 100, K loop 600, waits for stages 150, waits for MMAs 250, epilogue 200, "
+            "to the next tile 100") in text, text
 
 
 def test_the_ab_tool_names_bench_entries_and_refuses_a_missing_baseline(tmp_path):
