@@ -198,6 +198,34 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     assert torch.equal(buf.cpu(), want)
 
 
+@sm90
+@pytest.mark.parametrize("backend", ["gluon", "triton"])
+def test_wgrad_adds_into_any_fp32_buffer_bit_exactly(backend):
+    """Accumulating, each output is the fp32 sum of the buffer's value and the tile's, bit for bit, where the
+    buffer holds subnormals, signed zeros, infinities, NaN, values of every exponent and values that cancel
+    the tile's; a group without tokens leaves its slice as it was."""
+    g = GEMMS["fp8_gemm_grouped_wgrad_t_acc"]
+    lens = [300, 0, 1000, 129]
+    G, T, M, N = len(lens), sum(lens), 256, 384
+    t = torch.tensor(lens, device=DEVICE)
+    a, b = engineered(g.a, (T, M), G=G, lens=t, seed=11), engineered(g.b, (T, N), G=G, lens=t, seed=12)
+    offs = a.extras["padded_offsets"]
+    ref = reference.gemm(g, a, b, offs).cpu()
+    gen = torch.Generator().manual_seed(13)
+    special = torch.tensor([1e-40, -1e-40, 1.4e-45, 0.0, -0.0, float("inf"), -float("inf"), float("nan"), 3.0e38])
+    buf = torch.randn(G, M, N, generator=gen) * 2.0 ** torch.randint(-140, 100, (G, M, N), generator=gen).float()
+    pick = torch.randint(0, 3, (G, M, N), generator=gen)
+    buf = torch.where(pick == 0, special[torch.randint(0, len(special), (G, M, N), generator=gen)], buf)
+    buf = torch.where(pick == 1, -ref, buf)  # exact cancellation
+    want = torch.stack([buf[i] if n == 0 else buf[i] + ref[i] for i, n in enumerate(lens)])
+    out = buf.to(DEVICE)
+    find(g.name).gemm(a, b, offs, out=out, backend=backend)
+    got = out.cpu()
+    same = (got.view(torch.int32) == want.view(torch.int32)) | (got.isnan() & want.isnan())
+    assert same.all(), (f"{int((~same).sum())} sums differ, e.g. {got[~same][:4].tolist()} against "
+                        f"{want[~same][:4].tolist()}")
+
+
 @pytest.mark.big_memory
 @sm90
 def test_hopper_random_within_the_bound():
@@ -241,6 +269,9 @@ HOPPER_MUTATIONS = {
     "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = (g_lo + ", "row0 = (1 + g_lo + ")]),
     "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
     "accumulation drops the loaded tile": ("fp8_gemm_grouped_wgrad_t_acc", [("acc += c_buf.load(mma)", "pass")]),
+    # (the scales only: the stage index also names the barrier a promoted block frees, and a wrong one hangs)
+    "weight-gradient pair promotes its first block with the second's b scales": ("fp8_gemm_grouped_wgrad_t", [
+        ("acc += p * (sa[:, None] * sb_bufs.index(st)", "acc += p * (sa[:, None] * sb_bufs.index((st + 1) % STAGES)")]),
     "weight-gradient store ignores the group": ("fp8_gemm_grouped_wgrad_t", [("[(g * M + r0).to(gl.int32), ", "[r0, ")]),
     "weight-gradient tile takes the previous tile's token range": ("fp8_gemm_grouped_wgrad_t", [
         ("g_next = (t + gl.num_programs(0)) // (num_m * num_n)", "g_next = t // (num_m * num_n)")]),
