@@ -26,6 +26,7 @@ import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
 
 TILES = 64  # tiles stamped per program and warpgroup
 EVENTS = ("top", "start", "loop_end", "stored", "ready_wait", "mma_wait")  # the last two: cycles summed over the tile
+WAITS = {"ready_wait": r"mbarrier\.wait\(ready\.", "mma_wait": r"\w+ = warpgroup_mma_wait\("}  # the timed waits
 CLOCK = "gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.int64, is_pure=False, pack=1)"
 
 
@@ -73,8 +74,8 @@ def instrument(source: str) -> str:
     body = _sub(r"(\n    it = 0\n)", r"\1    n_t = 0\n", body)
     body = _sub(r"(\n    for t in range\([^\n]*\n)",
                 lambda m: m.group(1) + _stamp(0, 8) + "        ready_wait = ts * 0\n        mma_wait = ts * 0\n", body)
-    body = _timed(r"mbarrier\.wait\(ready\.", "ready_wait", body)
-    body = _timed(r"\w+ = warpgroup_mma_wait\(", "mma_wait", body)
+    for total, pattern in WAITS.items():
+        body = _timed(pattern, total, body)
     body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(1, 12), body)
     # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
     # the tile it adds into)

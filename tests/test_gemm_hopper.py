@@ -80,8 +80,8 @@ def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
         if "gluon" in mod.BACKENDS:
             text = gemm_timeline.instrument(Path(mod.__file__).read_text())
             # four stamps, and a clock on each side of every wait for a stage or an MMA
-            waits = len(re.findall(r"mbarrier\.wait\(ready\.|= warpgroup_mma_wait\(",
-                                   Path(mod.__file__).read_text().split("def _hopper_consumer(")[1]))
+            consumer = Path(mod.__file__).read_text().split("def _hopper_consumer(")[1]
+            waits = sum(len(re.findall(w, consumer)) for w in gemm_timeline.WAITS.values())
             assert text.count("%clock64") == 4 + 2 * waits and "TIMELINE = None" in text, name
             compile(text, name, "exec")
 
