@@ -25,6 +25,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from quantlay import runtime
+from quantlay.gluon_ops import tma_add_shared_to_global
 from quantlay.runtime import LayoutDescriptor
 
 NAME = "fp8_gemm_grouped_wgrad_t_pow2_acc__ac10e3aa"
@@ -48,6 +49,7 @@ BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 128, 128, 8, 3, 8  # default 
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
 HOPPER_STAGES_FP32_OUT = 4  # with an fp32 output five stages fit too, but ran no faster on the H200
+HOPPER_ADD_BY_TMA_TOKENS = 1024  # contraction length (tokens a group) from which the add into the buffer is a TMA reduce-add
 BACKENDS = ("gluon", "triton",)
 
 
@@ -256,7 +258,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empt
 
 @gluon.jit
 def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, offs_ptr, G,
-                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, C_ADD: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per pair of K blocks: the MMAs of both
     (asynchronous, fresh accumulators), then each block in turn times its scales (from its stage) added into
     the tile's fp32 accumulator, the first while the second's MMAs run.
@@ -303,7 +305,7 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
             r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros, or leaves the buffer untouched
-            if C_TMA:
+            if C_TMA and not C_ADD:
                 if (r0 + HM <= row_end) & (kb_hi > kb_lo):  # the tile it adds into, loaded while the MMAs run
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     mbarrier.expect(c_bar, c_desc.block_type.nbytes)
@@ -361,12 +363,18 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
                     mbarrier.arrive(empty.index(st), count=1)
             if C_TMA:
                 if (r0 + HM <= row_end) & (kb_hi > kb_lo):
-                    mbarrier.wait(c_bar, loads & 1)
-                    loads += 1
-                    acc += c_buf.load(mma)
-                    c_buf.store(_hopper_value(acc))
-                    fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                    if C_ADD:  # the buffer's tile += this one, by a TMA reduce-add (no load of it here)
+                        tma.store_wait(0)  # the previous tile's add has read c_buf
+                        c_buf.store(_hopper_value(acc))
+                        fence_async_shared()
+                        tma_add_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                    else:
+                        mbarrier.wait(c_bar, loads & 1)
+                        loads += 1
+                        acc += c_buf.load(mma)
+                        c_buf.store(_hopper_value(acc))
+                        fence_async_shared()
+                        tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
                 elif kb_hi > kb_lo:
                     _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)
             elif kb_hi > kb_lo:
@@ -377,7 +385,7 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
 
 @gluon.jit
 def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, offs_ptr, G, B_SCALAR: gl.constexpr,
-                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+                   C_TMA: gl.constexpr, C_ADD: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
     2st + 1), b's tile and the block's scales (sa_bufs[st], sb_bufs[st]); ready[st] completes when its bytes
     landed, empty[st] when both consumers are done.
@@ -407,8 +415,8 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s
     gl.warp_specialize([
         (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, as_ptr, bs_ptr, M, N, K, KB,
                           s0, s1, offs_ptr, G, B_SCALAR, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, offs_ptr, G, 0, B_SCALAR, C_TMA, C_ADD, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, offs_ptr, G, 1, B_SCALAR, C_TMA, C_ADD, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
     ], [4, 4], [224, 224])
 
 
@@ -451,9 +459,12 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
         c_layout = gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt)
         c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn], c_layout)
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
+    # the add into the buffer: a TMA reduce-add where a group's tokens are many (it then ran 8% faster on the
+    # H200 at 2048 a group), else the tile loaded by TMA under the MMAs (15% faster at 512 a group)
+    c_add = c_tma and K >= G * HOPPER_ADD_BY_TMA_TOKENS
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
-                         B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
+                         B_SCALAR=b_scalar, C_TMA=c_tma, C_ADD=c_add, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
                          num_warps=4, maxnreg=168)
     return out
 

@@ -32,9 +32,9 @@ class Sm90:
         return 0
 
 
-def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=()):
+def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_tma=False):
     """The sm_90 compile of `name`'s Hopper kernel (of `mod`, an edited copy of its module, if given, whose
-    kernel takes the arguments `lead` first)."""
+    kernel takes the arguments `lead` first); accumulating, with the add by a TMA reduce-add or not."""
     mod = mod or find(name)
     phys = mod._physical(M, N, K, G)
     bufs = {key: torch.zeros(phys[key], dtype=mod.DTYPES[key]) for key in phys}
@@ -52,6 +52,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=()):
     return mod._hopper_kernel.warmup(*lead, *descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
                                      M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
                                      B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
+                                     **({"C_ADD": add_by_tma} if mod.ACCUMULATE else {}),
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
 
@@ -99,10 +100,11 @@ def offsets_in_loops(ttgir: str):
 if __name__ == "__main__":
     driver.set_active(Sm90())
     report = {}
-    for name in sys.argv[1:]:
-        k = compile_hopper(name)
+    for name in sys.argv[1:]:  # NAME+add: an accumulating GEMM with its add by a TMA reduce-add
+        k = compile_hopper(name.removesuffix("+add"), add_by_tma=name.endswith("+add"))
         ptx = k.asm["ptx"]
         report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": ptx.count("wgmma.mma_async"),
                         "offsets_in_loops": offsets_in_loops(k.asm["ttgir"]), "shared": k.metadata.shared,
-                        "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared")}
+                        "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared"),
+                        "tma_adds": ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add")}
     print(json.dumps(report))

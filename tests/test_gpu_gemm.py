@@ -199,12 +199,14 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
 
 
 @sm90
-@pytest.mark.parametrize("backend", ["gluon", "triton"])
-def test_wgrad_adds_into_any_fp32_buffer_bit_exactly(backend):
+@pytest.mark.parametrize("backend,add_by_tma", [("gluon", False), ("gluon", True), ("triton", False)])
+def test_wgrad_adds_into_any_fp32_buffer_bit_exactly(backend, add_by_tma, monkeypatch):
     """Accumulating, each output is the fp32 sum of the buffer's value and the tile's, bit for bit, where the
     buffer holds subnormals, signed zeros, infinities, NaN, values of every exponent and values that cancel
-    the tile's; a group without tokens leaves its slice as it was."""
+    the tile's; a group without tokens leaves its slice as it was. The Hopper kernel adds either after
+    loading the buffer's tile or by a TMA reduce-add (where groups are long; forced here both ways)."""
     g = GEMMS["fp8_gemm_grouped_wgrad_t_acc"]
+    monkeypatch.setattr(find(g.name), "HOPPER_ADD_BY_TMA_TOKENS", 0 if add_by_tma else 1 << 40)
     lens = [300, 0, 1000, 129]
     G, T, M, N = len(lens), sum(lens), 256, 384
     t = torch.tensor(lens, device=DEVICE)
@@ -272,6 +274,9 @@ HOPPER_MUTATIONS = {
     # (the scales only: the stage index also names the barrier a promoted block frees, and a wrong one hangs)
     "weight-gradient pair promotes its first block with the second's b scales": ("fp8_gemm_grouped_wgrad_t", [
         ("acc += p * (sa[:, None] * sb_bufs.index(st)", "acc += p * (sa[:, None] * sb_bufs.index((st + 1) % STAGES)")]),
+    "accumulation by TMA stores the tile instead of adding it": ("fp8_gemm_grouped_wgrad_t_acc", [
+        ("HOPPER_ADD_BY_TMA_TOKENS = 1024", "HOPPER_ADD_BY_TMA_TOKENS = 0"),
+        ("tma_add_shared_to_global(c_desc, ", "tma.async_copy_shared_to_global(c_desc, ")]),
     "weight-gradient store ignores the group": ("fp8_gemm_grouped_wgrad_t", [("[(g * M + r0).to(gl.int32), ", "[r0, ")]),
     "weight-gradient tile takes the previous tile's token range": ("fp8_gemm_grouped_wgrad_t", [
         ("g_next = (t + gl.num_programs(0)) // (num_m * num_n)", "g_next = t // (num_m * num_n)")]),
