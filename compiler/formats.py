@@ -23,13 +23,6 @@ def f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
-def f16_bits(x: float) -> int:
-    """The fp16 pattern of a value that fp16 holds exactly (normal or subnormal)."""
-    b = struct.unpack("<H", struct.pack("<e", x))[0]
-    assert struct.unpack("<e", struct.pack("<H", b))[0] == x, f"{x!r} is not an fp16 value"
-    return b
-
-
 def bf16_bits(x: float) -> int:
     """The bf16 pattern of a value that bf16 holds exactly (the top half of its fp32 pattern)."""
     b = f32_bits(x)
@@ -76,9 +69,10 @@ class Minifloat:
     @property
     def bf16x2_rules(self) -> bool:
         """Whether the bf16x2 PTX encoder (4-bit codes, two byte-pairs per register) implements these
-        rules: ties to even (the bf16 add's own rounding) or away from zero (an f16 fma's), a sign for
-        every q < 0 (negative_only) and NaN written as code 0 (a NaN block's constants zero every code
-        of the block)."""
+        rules: ties to even (the bf16 add's own rounding) or away from zero (the same add after setting the
+        lowest bit of |q|'s bf16 pattern: an exact tie has it clear and moves just above the tie, and no
+        other value crosses a rounding boundary), a sign for every q < 0 (negative_only) and NaN written as
+        code 0 (a NaN block's constants zero every code of the block)."""
         return (self.bits == 4 and self.ties in ("even", "away") and self.zero_sign == "negative_only"
                 and self.nan == 0)
 

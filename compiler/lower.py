@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from quantlay.errors import SpecError
 
 from .expr import Bin, Const, Expr, Var
-from .formats import bf16_bits, f16_bits, f32_bits
+from .formats import bf16_bits, f32_bits
 from .ir import DirectionIR, OutputIR, Setting, VariantIR
 from . import tiles
 from .layout import COLS, ROWS, Chain
@@ -229,13 +229,6 @@ def _element_ctx(el) -> Dict[str, object]:
         "bf_code_scale": f"0x{bf16_bits(2.0 ** (el.bias - 127)):04X}",
         "bf_shift": 7 - el.mbits,
         "bf_code_exp": el.bias - 127,
-        # its ties-away form rounds in f16 (fp16 patterns): the smallest normal value, the magic M's
-        # exponent offset, the scale onto f16's smallest normal, and the code's bit
-        "h_min_normal": f"0x{f16_bits(sub):04X}",
-        "h_magic": f"0x{(10 - el.mbits) << 10:04X}",
-        "h_code_scale": f"0x{f16_bits(2.0 ** (el.bias - 15)):04X}",
-        "h_code_exp": el.bias - 15,
-        "h_shift": 10 - el.mbits,
         "hw_nan_select": el.hw_nan_select,
         "max_code": el.max_code,
         "P": el.max_pow2,

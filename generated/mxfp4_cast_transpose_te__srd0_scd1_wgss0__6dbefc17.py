@@ -122,79 +122,72 @@ def _encode_rowwise(q):
     return code  # NaN blocks are set after packing (one test per block)
 
 
-# rowwise: four bytes of E2M1 code pairs per asm instance, ties away from zero (PTX for sm_90).
-# Operands as in the ties-to-even form. q = x * mult is exact in bf16; a = min(|q|, max), at least
-# 2^-14 (every value below the first rounding boundary gives code 0), is exact in f16 ((a - 0x3800) << 3
-# per half), where one fma rounds a * (1 + 2^-10) + M to the step: the factor lifts an exact tie above
-# it and moves no other value of 8 significant bits across one. (a * K + M - M) * 2^-14 holds the
-# code at bit 9. Sign and NaN blocks as in the ties-to-even form.
+# rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
+# block, whose multiplier is NaN) is the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 12 steps.)
+# Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
+# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
 _BF16X2_ROWWISE = tl.constexpr("""{
-.reg .b32 q, a, h, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kfloor, kmin, kaway, kcode, k0, k1;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kfloor, 0x38803880;
-mov.b32 kmin, 0x3C003C00;
-mov.b32 kaway, 0x3C013C01;
-mov.b32 kcode, 0x04000400;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
 set.eq.u32.bf16x2 k0, $5, $5;
 set.eq.u32.bf16x2 k1, $6, $6;
 mul.rn.bf16x2 q, $1, $5;
 lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
-lop3.b32 w0, c, z, 0x10001000, 0xF8;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
 lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
-lop3.b32 w1, c, z, 0x10001000, 0xF8;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
 lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
-lop3.b32 w2, c, z, 0x10001000, 0xF8;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
 lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $4, $8;
-lop3.b32 w3, c, z, 0x10001000, 0xF8;
-shr.u32 w0, w0, 4;
-shr.u32 w1, w1, 4;
-or.b32 w0, w0, w2;
-or.b32 w1, w1, w3;
-shr.u32 w0, w0, 5;
-shr.u32 w1, w1, 5;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
 prmt.b32 $0, w0, w1, 0x6420;
 }""")
 
@@ -220,7 +213,8 @@ def _bf16x2_rowwise(lo, hi, kw):
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
-    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    a = min(|q|, max) with its lowest bit set (an exact tie then rounds up: away from
+    zero); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
     smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
     format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
@@ -283,79 +277,72 @@ def _encode_colwise(q):
     return code  # NaN blocks are set after packing (one test per block)
 
 
-# colwise: four bytes of E2M1 code pairs per asm instance, ties away from zero (PTX for sm_90).
-# Operands as in the ties-to-even form. q = x * mult is exact in bf16; a = min(|q|, max), at least
-# 2^-14 (every value below the first rounding boundary gives code 0), is exact in f16 ((a - 0x3800) << 3
-# per half), where one fma rounds a * (1 + 2^-10) + M to the step: the factor lifts an exact tie above
-# it and moves no other value of 8 significant bits across one. (a * K + M - M) * 2^-14 holds the
-# code at bit 9. Sign and NaN blocks as in the ties-to-even form.
+# colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
+# block, whose multiplier is NaN) is the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same 12 steps.)
+# Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
+# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
 _BF16X2_COLWISE = tl.constexpr("""{
-.reg .b32 q, a, h, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kfloor, kmin, kaway, kcode, k0, k1;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kfloor, 0x38803880;
-mov.b32 kmin, 0x3C003C00;
-mov.b32 kaway, 0x3C013C01;
-mov.b32 kcode, 0x04000400;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
 set.eq.u32.bf16x2 k0, $5, $5;
 set.eq.u32.bf16x2 k1, $6, $6;
 mul.rn.bf16x2 q, $1, $5;
 lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
-lop3.b32 w0, c, z, 0x10001000, 0xF8;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
 lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
-lop3.b32 w1, c, z, 0x10001000, 0xF8;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
 lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
-lop3.b32 w2, c, z, 0x10001000, 0xF8;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
 lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
 min.bf16x2 a, a, kmax;
-max.u16x2 a, a, kfloor;
-mad.lo.u32 h, a, 8, 0x3FFE4000;
-and.b32 t, h, 0x7C007C00;
-max.u16x2 t, t, kmin;
-add.u32 m, t, 0x24002400;
-fma.rn.f16x2 s, h, kaway, m;
-sub.rn.f16x2 r, s, m;
-mul.rn.f16x2 c, r, kcode;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $4, $8;
-lop3.b32 w3, c, z, 0x10001000, 0xF8;
-shr.u32 w0, w0, 4;
-shr.u32 w1, w1, 4;
-or.b32 w0, w0, w2;
-or.b32 w1, w1, w3;
-shr.u32 w0, w0, 5;
-shr.u32 w1, w1, 5;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
 prmt.b32 $0, w0, w1, 0x6420;
 }""")
 
@@ -381,7 +368,8 @@ def _bf16x2_colwise(lo, hi, kw):
 
     Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
     (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
-    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    a = min(|q|, max) with its lowest bit set (an exact tie then rounds up: away from
+    zero); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
     smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
     format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
