@@ -9,7 +9,7 @@ commands:
     quantlay bench                           (GPU) speed against a same-run copy and the peers
     quantlay tune                            (GPU) sweep tiles into the committed tuning table
 
-SPEC is a .ql file or a shipped spec's name (fp8_blockwise, mxfp4_cast_transpose, mxfp8).
+SPEC is a .ql file or a shipped spec's name ({specs}).
 Without a CUDA device, kernels run in Triton's interpreter (TRITON_INTERPRET=1): correct, not fast.
 `quantlay COMMAND --help` gives each command's options and their defaults.
 """
@@ -201,7 +201,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     import warnings
     # The interpreter computes with NumPy, which warns where fp32 overflows to Inf as specified.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-    p = argparse.ArgumentParser(prog="quantlay", description=__doc__,
+    from . import spec as specmod
+    doc = __doc__.replace("{specs}", ", ".join(specmod.shipped_names()))  # the shipped specs, as they are
+    p = argparse.ArgumentParser(prog="quantlay", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     fmt = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}

@@ -5,6 +5,7 @@ import torch
 import quantlay
 from quantlay import reference
 from quantlay.cli import main
+from quantlay.spec import shipped_specs
 
 from conftest import DEVICE, MXFP4_SPEC
 
@@ -122,3 +123,10 @@ def test_closed_pipe_and_bad_input_give_no_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "quantlay.cli", "verify", str(MXFP4_SPEC), "--shapes", "64by64"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "is not MxN" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_help_names_every_shipped_spec(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert all(p.stem in text for p in shipped_specs()), text
