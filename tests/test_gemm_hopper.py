@@ -88,6 +88,27 @@ def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
             compile(text, name, "exec")
 
 
+def test_the_ablation_tool_takes_its_parts_out_of_every_hopper_kernel():
+    """bench/gemm_ablate.py edits the consumer at anchors of the generated code: every Hopper module takes
+    the ablations of the parts it has (row_scales: the weight gradient's scales from the stage), each edit
+    changes the consumer only, and the copy is still Python."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import gemm_ablate
+    for name in GEMMS:
+        mod = find(name)
+        if "gluon" not in mod.BACKENDS:
+            continue
+        text = Path(mod.__file__).read_text()
+        wgrad = name.startswith("fp8_gemm_grouped_wgrad")
+        parts = list(gemm_ablate.ABLATIONS) if wgrad else ["no_scales", "no_staging"]
+        for part in parts:
+            edited = gemm_ablate.ablate(text, part)
+            assert edited != text and edited.split("def _hopper_consumer(")[0] == text.split("def _hopper_consumer(")[0]
+            compile(edited, f"{name}:{part}", "exec")
+    with pytest.raises(SystemExit, match="row_scales"):
+        gemm_ablate.ablate(Path(find("fp8_gemm_fprop").__file__).read_text(), "row_scales")
+
+
 @pytest.mark.parametrize("lag,together", [(0, "100%"), (500, "0%")])
 def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, together):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
