@@ -112,7 +112,7 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
         return {c["name"]: c["bf16x2"] for c in lower(k.variants()[0])["directions"]}
 
     assert flags(kernels["mxfp4_cast_transpose_hw"]) == {"rowwise": True, "colwise": True}
-    assert flags(kernels["mxfp4_cast_transpose_te"]) == {"rowwise": True, "colwise": True}  # ties away: f16
+    assert flags(kernels["mxfp4_cast_transpose_te"]) == {"rowwise": True, "colwise": True}  # ties away: the tie lift
     assert flags(kernels["nvfp4"]) == flags(kernels["nvfp4_block_only"]) == {"rowwise": True, "colwise": True}
     assert not any(v for n, k in kernels.items() if not n.startswith(("mxfp4", "nvfp4")) for v in flags(k).values())
     fp16 = load("""kernel fp4_fp16(x: fp16[M, N]) {
