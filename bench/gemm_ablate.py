@@ -55,15 +55,16 @@ def main() -> None:
     a = p.parse_args()
     from quantlay.generated import find
     src = Path(find(a.gemm).__file__)
+    if a.compile_only:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        import hopper_compile
+        import named
+        hopper_compile.driver.set_active(hopper_compile.Sm90())
     for name in a.only.split(","):
         path = a.out / name / src.name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(ablate(src.read_text(), name))
         if a.compile_only:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-            import hopper_compile
-            import named
-            hopper_compile.driver.set_active(hopper_compile.Sm90())
             kernel = hopper_compile.compile_hopper(a.gemm, mod=named.module_copy(str(path)))
             cubin = kernel.asm["cubin"]
             print(name, hopper_compile.resources(cubin), hopper_compile.k_loop(cubin))

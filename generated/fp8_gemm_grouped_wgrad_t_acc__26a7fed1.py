@@ -365,15 +365,15 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
                 if (r0 + HM <= row_end) & (kb_hi > kb_lo):
                     if C_ADD:  # the buffer's tile += this one, by a TMA reduce-add (no load of it here)
                         tma.store_wait(0)  # the previous tile's add has read c_buf
-                        c_buf.store(_hopper_value(acc))
-                        fence_async_shared()
-                        tma_add_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
                     else:
                         mbarrier.wait(c_bar, loads & 1)
                         loads += 1
                         acc += c_buf.load(mma)
-                        c_buf.store(_hopper_value(acc))
-                        fence_async_shared()
+                    c_buf.store(_hopper_value(acc))
+                    fence_async_shared()
+                    if C_ADD:
+                        tma_add_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                    else:
                         tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
                 elif kb_hi > kb_lo:
                     _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)
