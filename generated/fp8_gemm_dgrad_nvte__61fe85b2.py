@@ -30,6 +30,7 @@ NAME = "fp8_gemm_dgrad_nvte__61fe85b2"
 GEMM = "fp8_gemm_dgrad_nvte"
 GROUPS = None  # None, "rows" or "contraction"
 ACCUMULATE = False
+OUT_DTYPE = torch.bfloat16
 OPERANDS = {
     "a_data": LayoutDescriptor("rowwise", "data", "e4m3", "1x128", "row_major", None),
     "a_scale": LayoutDescriptor("rowwise", "scale", "f32", "1x128", "mn_major_pad4", 0),

@@ -30,6 +30,7 @@ NAME = "fp8_gemm_grouped_fprop_nvte__124b557f"
 GEMM = "fp8_gemm_grouped_fprop_nvte"
 GROUPS = 'rows'  # None, "rows" or "contraction"
 ACCUMULATE = False
+OUT_DTYPE = torch.bfloat16
 OPERANDS = {
     "a_data": LayoutDescriptor("rowwise", "data", "e4m3", "1x128", "row_major", None),
     "a_scale": LayoutDescriptor("rowwise", "scale", "f32", "1x128", "mn_major_pad4", 0),

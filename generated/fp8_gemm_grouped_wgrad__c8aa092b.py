@@ -25,6 +25,7 @@ NAME = "fp8_gemm_grouped_wgrad__c8aa092b"
 GEMM = "fp8_gemm_grouped_wgrad"
 GROUPS = 'contraction'  # None, "rows" or "contraction"
 ACCUMULATE = False
+OUT_DTYPE = torch.float32
 OPERANDS = {
     "a_data": LayoutDescriptor("colwise", "data", "e4m3", "128x1", "segments(128)|row_major", None),
     "a_scale": LayoutDescriptor("colwise", "scale", "f32", "128x1", "segments(128)|row_major", None),

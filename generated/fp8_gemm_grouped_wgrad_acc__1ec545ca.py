@@ -25,6 +25,7 @@ NAME = "fp8_gemm_grouped_wgrad_acc__1ec545ca"
 GEMM = "fp8_gemm_grouped_wgrad_acc"
 GROUPS = 'contraction'  # None, "rows" or "contraction"
 ACCUMULATE = True
+OUT_DTYPE = torch.float32
 OPERANDS = {
     "a_data": LayoutDescriptor("colwise", "data", "e4m3", "128x1", "segments(128)|row_major", None),
     "a_scale": LayoutDescriptor("colwise", "scale", "f32", "128x1", "segments(128)|row_major", None),

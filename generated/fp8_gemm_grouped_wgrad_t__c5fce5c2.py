@@ -31,6 +31,7 @@ NAME = "fp8_gemm_grouped_wgrad_t__c5fce5c2"
 GEMM = "fp8_gemm_grouped_wgrad_t"
 GROUPS = 'contraction'  # None, "rows" or "contraction"
 ACCUMULATE = False
+OUT_DTYPE = torch.float32
 OPERANDS = {
     "a_data": LayoutDescriptor("colwise", "data", "e4m3", "128x1", "segments(128)|transpose", None),
     "a_scale": LayoutDescriptor("colwise", "scale", "f32", "128x1", "segments(128)|transpose", None),

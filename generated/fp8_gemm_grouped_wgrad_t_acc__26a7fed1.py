@@ -32,6 +32,7 @@ NAME = "fp8_gemm_grouped_wgrad_t_acc__26a7fed1"
 GEMM = "fp8_gemm_grouped_wgrad_t_acc"
 GROUPS = 'contraction'  # None, "rows" or "contraction"
 ACCUMULATE = True
+OUT_DTYPE = torch.float32
 OPERANDS = {
     "a_data": LayoutDescriptor("colwise", "data", "e4m3", "128x1", "segments(128)|transpose", None),
     "a_scale": LayoutDescriptor("colwise", "scale", "f32", "128x1", "segments(128)|transpose", None),

@@ -43,7 +43,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
                               gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv))
              for key, rows in (("a_data", bm // 2), ("b_data", bn))]
     extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
-    out = (torch.zeros(G, M, N) if mod.GROUPS == "contraction" else torch.zeros(M, N, dtype=torch.bfloat16))
+    out = torch.zeros((G, M, N) if mod.GROUPS == "contraction" else (M, N), dtype=mod.OUT_DTYPE)
     # the output by TMA, as the launcher chooses for these aligned shapes
     gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
     c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn],
