@@ -279,7 +279,7 @@ def _quantlay_wgrad(G: int, name: str = "fp8_gemm_grouped_wgrad_acc", backend: O
     def make(M, N, K):  # tokens M; dW[g] = dY_g^T [N, tokens] @ X_g [tokens, K], written or added into main_grad
         lens = torch.tensor(_lens(M, G, False), device=DEVICE)
         a, b = cast.quantize(_randn(M, N), lens), cast.quantize(_randn(M, K), lens)
-        grad = torch.zeros(G, N, K, device=DEVICE, dtype=torch.bfloat16 if g.out_dtype == "bf16" else torch.float32)
+        grad = torch.zeros(G, N, K, device=DEVICE, dtype=mod.OUT_DTYPE)
         offs = a.extras["padded_offsets"]
 
         def run():
