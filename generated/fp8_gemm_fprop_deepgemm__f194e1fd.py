@@ -498,10 +498,10 @@ def gemm(a, b, out=None, block_m=None, block_n=None, num_warps=None, num_stages=
         runtime.check_consumed(NAME, f"operand {key}", t, phys[key], DTYPES[key], a_data.device)
     shape = (M, N)
     if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=a_data.device)
-    elif tuple(out.shape) != shape or out.dtype != torch.bfloat16 or not out.is_contiguous() or out.device != a_data.device:
+        out = torch.empty(shape, dtype=OUT_DTYPE, device=a_data.device)
+    elif tuple(out.shape) != shape or out.dtype != OUT_DTYPE or not out.is_contiguous() or out.device != a_data.device:
         raise runtime.LaunchError(f"{NAME}: out is {out.dtype} {tuple(out.shape)} on {out.device}; it must be a "
-                                  f"contiguous torch.bfloat16 tensor of shape {shape} on {a_data.device}")
+                                  f"contiguous {OUT_DTYPE} tensor of shape {shape} on {a_data.device}")
     return _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, block_m, block_n, num_warps,
                    num_stages, group_m, backend)
 def _gemm_buffers(a_data: torch.Tensor, a_scale: torch.Tensor, b_data: torch.Tensor, b_scale: torch.Tensor,
@@ -510,13 +510,13 @@ def _gemm_buffers(a_data: torch.Tensor, a_scale: torch.Tensor, b_data: torch.Ten
     for key, t in (("a_data", a_data), ("a_scale", a_scale), ("b_data", b_data), ("b_scale", b_scale)):
         runtime.check_consumed(NAME, f"operand {key}", t, phys[key], DTYPES[key], a_data.device)
     G = 1
-    out = torch.empty((m, n), dtype=torch.bfloat16, device=a_data.device)
+    out = torch.empty((m, n), dtype=OUT_DTYPE, device=a_data.device)
     return _launch(a_data, a_scale, b_data, b_scale, out, m, n, k, None)
 
 
 def _gemm_fake(a_data, a_scale, b_data, b_scale, m, n, k):
     G = 1
-    return a_data.new_empty((m, n), dtype=torch.bfloat16)
+    return a_data.new_empty((m, n), dtype=OUT_DTYPE)
 
 
 _MUTATES = ()

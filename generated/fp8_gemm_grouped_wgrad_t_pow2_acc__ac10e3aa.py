@@ -577,10 +577,10 @@ def gemm(a, b, offsets, out=None, block_m=None, block_n=None, num_warps=None, nu
     if out is None:
         raise runtime.LaunchError(f"{NAME}: accumulate needs out, the fp32 buffer {shape} to add into")
     if out is None:
-        out = torch.empty(shape, dtype=torch.float32, device=a_data.device)
-    elif tuple(out.shape) != shape or out.dtype != torch.float32 or not out.is_contiguous() or out.device != a_data.device:
+        out = torch.empty(shape, dtype=OUT_DTYPE, device=a_data.device)
+    elif tuple(out.shape) != shape or out.dtype != OUT_DTYPE or not out.is_contiguous() or out.device != a_data.device:
         raise runtime.LaunchError(f"{NAME}: out is {out.dtype} {tuple(out.shape)} on {out.device}; it must be a "
-                                  f"contiguous torch.float32 tensor of shape {shape} on {a_data.device}")
+                                  f"contiguous {OUT_DTYPE} tensor of shape {shape} on {a_data.device}")
     return _launch(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, block_m, block_n, num_warps,
                    num_stages, group_m, backend)
 def _gemm_buffers(a_data: torch.Tensor, a_scale: torch.Tensor, b_data: torch.Tensor, b_scale: torch.Tensor,
