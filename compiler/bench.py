@@ -349,7 +349,8 @@ def gemm_entries() -> List[Entry]:
             + [_quantlay_grouped(G, r) for G in (8, 64) for r in (False, True)]
             + [_quantlay_wgrad(G, n) for n in ("fp8_gemm_grouped_wgrad_acc", "fp8_gemm_grouped_wgrad_t_acc")
                for G in (8, 64)]
-            + [_quantlay_wgrad(G, n, "gluon") for n in ("fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t")
+            + [_quantlay_wgrad(G, n, "gluon") for n in ("fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t",
+                                                        "fp8_gemm_grouped_wgrad_t_bf16")
                for G in (8, 64)] + gemm_peer_entries())
 
 

@@ -59,12 +59,14 @@ class Recipe:
                     "grouped_fprop": ("fp8_gemm_grouped_fprop_nvte", {}),
                     "grouped_dgrad": ("fp8_gemm_grouped_dgrad_nvte", {}),
                     "segment": ("fp8_segment_m_transposed_pow2", {}),
-                    "wgrad": ("fp8_gemm_grouped_wgrad_t_pow2", {}), "wgrad_acc": ("fp8_gemm_grouped_wgrad_t_pow2_acc", {})}
+                    "wgrad": ("fp8_gemm_grouped_wgrad_t_pow2", {}), "wgrad_acc": ("fp8_gemm_grouped_wgrad_t_pow2_acc", {}),
+                    "wgrad_bf16": ("fp8_gemm_grouped_wgrad_t_pow2_bf16", {})}
         return {"act": ("fp8_1x128_rocm_te", {}), "weight": ("fp8_128x128_rocm_te", {}),
                 "fprop": ("fp8_gemm_fprop", {}), "dgrad": ("fp8_gemm_fprop", {}),  # against W^T's cast
                 "grouped_fprop": ("fp8_gemm_grouped_fprop", {}), "grouped_dgrad": ("fp8_gemm_grouped_fprop", {}),
                 "segment": ("fp8_segment_m_transposed", {}),
-                "wgrad": ("fp8_gemm_grouped_wgrad_t", {}), "wgrad_acc": ("fp8_gemm_grouped_wgrad_t_acc", {})}
+                "wgrad": ("fp8_gemm_grouped_wgrad_t", {}), "wgrad_acc": ("fp8_gemm_grouped_wgrad_t_acc", {}),
+                "wgrad_bf16": ("fp8_gemm_grouped_wgrad_t_bf16", {})}
 
     def module(self, role: str):
         from quantlay.generated import find
@@ -154,6 +156,8 @@ class _FP8Linear(torch.autograd.Function):
             if recipe.accumulate and main_grad is not None:
                 recipe.module("wgrad_acc").gemm(a, b, poffs, out=main_grad.view(G, N, K))
                 dw = None
+            elif weight.dtype == torch.bfloat16:  # written in bf16 by the kernel: half the bytes of fp32
+                dw = recipe.module("wgrad_bf16").gemm(a, b, poffs).view(weight.shape)
             else:
                 dw = recipe.module("wgrad").gemm(a, b, poffs).view(weight.shape).to(weight.dtype)
         return dx.reshape(ctx.shape), dw, None, None

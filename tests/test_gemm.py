@@ -134,6 +134,25 @@ def test_grouped_wgrad_bit_exact_and_accumulates(lens, name):
         assert torch.equal(main_grad[i].cpu(), want), f"group {i}"
 
 
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t_bf16", "fp8_gemm_grouped_wgrad_t_pow2_bf16"])
+def test_bf16_wgrad_is_the_fp32_one_rounded(name):
+    """Written in bf16, the weight gradient is the fp32 kernel's output rounded to nearest even, bit for bit
+    (random producer operands, so the fp32 sums round); a group without tokens gives zeros."""
+    g = GEMMS[name]
+    lens = torch.tensor([0, 1, 127, 129], device=DEVICE)
+    G, T, M, N = len(lens), int(lens.sum()), 64, 192
+    cast = producer(g.a)
+    a, b = cast.quantize(torch.randn(T, M).to(torch.bfloat16).to(DEVICE), lens), cast.quantize(
+        torch.randn(T, N).to(torch.bfloat16).to(DEVICE), lens)
+    offs = a.extras["padded_offsets"]
+    y = find(name).gemm(a, b, offs, **TILE)
+    assert y.dtype == torch.bfloat16 and find(name).OUT_DTYPE == torch.bfloat16
+    y32 = find(name.replace("_bf16", "")).gemm(a, b, offs, **TILE)
+    assert torch.equal(y.cpu(), y32.to(torch.bfloat16).cpu())
+    assert not y[0].any()
+    expect(g, y, reference.gemm(g, a, b, offs), exact=False)
+
+
 def test_grouped_random_inputs_within_the_bound():
     g = GEMMS["fp8_gemm_grouped_fprop"]
     lens = [40, 0, 88]

@@ -47,7 +47,7 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).parent / "hopper_compile.py"
     out = subprocess.run([sys.executable, str(script), "fp8_gemm_fprop", "fp8_gemm_grouped_dgrad",
-                          "fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc",
+                          "fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t_bf16",
                           "fp8_gemm_grouped_wgrad_t_acc+add"], env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]

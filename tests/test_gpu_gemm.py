@@ -141,7 +141,7 @@ def both(name, *args):
 def test_hopper_kernels_cover_dense_grouped_rows_and_wgrad():
     assert {"fp8_gemm_fprop", "fp8_gemm_fprop_nvte", "fp8_gemm_dgrad_nvte", "fp8_gemm_fprop_deepgemm",
             "fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad", "fp8_gemm_grouped_wgrad_t",
-            "fp8_gemm_grouped_wgrad_t_acc"} <= set(HOPPER)
+            "fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t_bf16"} <= set(HOPPER)
 
 
 @sm90
@@ -184,7 +184,7 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     monkeypatch.setattr(runtime, "sm_count", lambda device: 4)
     g = GEMMS[name]
     lens = lens_of(kind)
-    G, T, M, N = len(lens), sum(lens), 576, 384
+    G, T, M, N = len(lens), sum(lens), 576, 328
     t = torch.tensor(lens, device=DEVICE)
     a, b = engineered(g.a, (T, M), G=G, lens=t, seed=6), engineered(g.b, (T, N), G=G, lens=t, seed=7)
     offs = a.extras["padded_offsets"]
@@ -196,6 +196,32 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     find(name + "_acc").gemm(a, b, offs, out=buf, backend="gluon")
     want = torch.stack([torch.ones(M, N) if n == 0 else ref[i].cpu() + 1 for i, n in enumerate(lens)])
     assert torch.equal(buf.cpu(), want)
+
+
+@sm90
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t_bf16", "fp8_gemm_grouped_wgrad_t_pow2_bf16"])
+def test_hopper_bf16_wgrad_is_the_fp32_one_rounded(name, monkeypatch):
+    """Written in bf16 by either backend: the fp32 kernel's output rounded to nearest even, bit for bit, on
+    random producer operands (the sums round) and on engineered ones (the reference, rounded); N = 200
+    ends in a partial tile."""
+    monkeypatch.setattr(runtime, "sm_count", lambda device: 4)
+    g = GEMMS[name]
+    lens = lens_of("edge")
+    G, T, M, N = len(lens), sum(lens), 576, 200
+    t = torch.tensor(lens, device=DEVICE)
+    cast = producer(g.a)
+    a, b = (cast.quantize(torch.randn(T, M, device=DEVICE).to(torch.bfloat16), t),
+            cast.quantize(torch.randn(T, N, device=DEVICE).to(torch.bfloat16), t))
+    offs = a.extras["padded_offsets"]
+    for backend in ("gluon", "triton"):
+        y = find(name).gemm(a, b, offs, backend=backend)
+        y32 = find(name.replace("_bf16", "")).gemm(a, b, offs, backend=backend)
+        assert y.dtype == torch.bfloat16 and torch.equal(y, y32.to(torch.bfloat16)), backend
+    a, b = engineered(g.a, (T, M), G=G, lens=t, seed=6), engineered(g.b, (T, N), G=G, lens=t, seed=7)
+    offs = a.extras["padded_offsets"]
+    yg, yt = both(name, a, b, offs)
+    expect(g, yg, reference.gemm(g, a, b, offs), exact=True)
+    assert torch.equal(yg, yt)
 
 
 @sm90

@@ -33,5 +33,7 @@ gemm fp8_gemm_grouped_wgrad(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, 
 gemm fp8_gemm_grouped_wgrad_acc(a: fp8_segment_m.colwise, b: fp8_segment_m.colwise, groups: contraction) -> fp32 accumulate
 gemm fp8_gemm_grouped_wgrad_t(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32
 gemm fp8_gemm_grouped_wgrad_t_acc(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> fp32 accumulate
+gemm fp8_gemm_grouped_wgrad_t_bf16(a: fp8_segment_m_transposed.colwise, b: fp8_segment_m_transposed.colwise, groups: contraction) -> bf16
 gemm fp8_gemm_grouped_wgrad_t_pow2(a: fp8_segment_m_transposed_pow2.colwise, b: fp8_segment_m_transposed_pow2.colwise, groups: contraction) -> fp32
 gemm fp8_gemm_grouped_wgrad_t_pow2_acc(a: fp8_segment_m_transposed_pow2.colwise, b: fp8_segment_m_transposed_pow2.colwise, groups: contraction) -> fp32 accumulate
+gemm fp8_gemm_grouped_wgrad_t_pow2_bf16(a: fp8_segment_m_transposed_pow2.colwise, b: fp8_segment_m_transposed_pow2.colwise, groups: contraction) -> bf16
