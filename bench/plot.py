@@ -1,32 +1,76 @@
-"""Plot GB/s against shape for each kernel and its peers from a `quantlay bench` CSV (plus copy).
+"""Plot a `quantlay bench` CSV.
 
-    python bench/plot.py RESULTS.csv OUT.png [GROUP] [COPY_GBPS]   (GROUP: mxfp4, mxfp8 or fp8, or all;
-    COPY_GBPS replaces the CSV's copy line where that run's copy was not measured by plain launches)
+    python bench/plot.py RESULTS.csv OUT.png [--group G] [--copy GBPS]    GB/s against shape, a line per kernel
+    python bench/plot.py RESULTS.csv OUT.png --bars                      % of the same-run copy, a bar per kernel
+                                                                         at each shape (the README's chart)
+
+--group keeps one bench group (mxfp4, mxfp8, fp8, nvfp4, mxfp6); --copy replaces the CSV's copy figure where
+that run's copy was not measured by plain launches. Peers are drawn dotted (lines) or hatched (bars).
 """
+import argparse
 import csv
-import sys
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-src, dst = sys.argv[1], sys.argv[2]
-group = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "all" else None
-copy_override = float(sys.argv[4]) if len(sys.argv) > 4 else None
-TITLES = {"mxfp4": "MXFP4 cast + transpose", "mxfp8": "MXFP8 cast, both directions", "fp8": "Blockwise FP8 casts"}
-rows = [r for r in csv.DictReader(open(src)) if not r["note"] and group in (None, r["group"])]
-shapes = list(dict.fromkeys(r["shape"] for r in rows))
-fig, ax = plt.subplots(figsize=(12, 5))
-for name in dict.fromkeys(r["kernel"] for r in rows):
-    pts = {r["shape"]: float(r["gbps"]) for r in rows if r["kernel"] == name}
-    ax.plot(shapes, [pts.get(s) for s in shapes], marker="o" if name.startswith("quantlay") else "s",
-            linestyle="-" if name.startswith("quantlay") else ":", label=name)  # peers dotted
-copy = copy_override or float(rows[0]["copy_gbps"])
-ax.axhline(copy, color="gray", linestyle="--", label=f"device copy ({copy:.0f} GB/s)")
-ax.set_yscale("log")
-ax.set_ylabel("GB/s (input read + outputs written)")
-ax.set_xlabel("shape (M x N), bf16 input")
-ax.set_title(f"{TITLES.get(group, 'quantize kernels')} on {rows[0]['gpu']} (commit {rows[0]['commit'][:7]})")
-ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-fig.tight_layout()
-fig.savefig(dst, dpi=110)
+TITLES = {"mxfp4": "MXFP4 cast + transpose", "mxfp8": "MXFP8 cast, both directions", "fp8": "Blockwise FP8 casts",
+          "nvfp4": "NVFP4 cast, both directions", "mxfp6": "MXFP6 cast, both directions"}
+
+
+def lines(ax, rows, shapes, copy):
+    for name in dict.fromkeys(r["kernel"] for r in rows):
+        pts = {r["shape"]: float(r["gbps"]) for r in rows if r["kernel"] == name}
+        ours = name.startswith("quantlay")
+        ax.plot(shapes, [pts.get(s) for s in shapes], marker="o" if ours else "s", linestyle="-" if ours else ":",
+                label=name)
+    ax.axhline(copy, color="gray", linestyle="--", label=f"device copy ({copy:.0f} GB/s)")
+    ax.set_yscale("log")
+    ax.set_ylabel("GB/s (input read + outputs written)")
+    ax.set_xlabel("shape (M x N), bf16 input")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def bars(ax, rows, shapes):
+    names = list(dict.fromkeys(r["kernel"] for r in rows))
+    pct = {(r["kernel"], r["shape"]): float(r["pct_of_copy"]) for r in rows}
+    height = 0.8 / len(shapes)
+    for k, s in enumerate(shapes):
+        drawn = ax.barh([i + k * height for i in range(len(names))], [pct.get((n, s), 0.0) for n in names],
+                        height, label=s, color=f"C{k}")
+        for bar, n in zip(drawn.patches, names):
+            if not n.startswith("quantlay"):
+                bar.set_hatch("//")
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))])
+    ax.set_yticklabels([n.removeprefix("quantlay ") for n in names], fontsize=7)
+    ax.invert_yaxis()
+    ax.axvline(100, color="gray", linestyle="--")
+    ax.set_xlabel("% of a device-to-device copy in the same run (higher is faster; hatched: peers)")
+    ax.legend(title="shape (M x N)", fontsize=8)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("csv")
+    p.add_argument("out")
+    p.add_argument("--group", default=None)
+    p.add_argument("--copy", type=float, default=None)
+    p.add_argument("--bars", action="store_true")
+    a = p.parse_args()
+    rows = [r for r in csv.DictReader(open(a.csv))
+            if not r["note"] and r["group"] != "gemm" and a.group in (None, r["group"])]
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    names = set(r["kernel"] for r in rows)
+    fig, ax = plt.subplots(figsize=(12, 0.32 * len(names) * max(1, len(shapes) / 2) + 1.5) if a.bars else (12, 5))
+    if a.bars:
+        bars(ax, rows, shapes)
+    else:
+        lines(ax, rows, shapes, a.copy or float(rows[0]["copy_gbps"]))
+    ax.set_title(f"{TITLES.get(a.group, 'quantlay casts')} on {rows[0]['gpu']} "
+                 f"(torch {rows[0]['torch']}, Triton {rows[0]['triton']}, commit {rows[0]['commit'][:7]})")
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
