@@ -379,13 +379,23 @@ def gemm_entry(text: str) -> Entry:
 
 def select(groups: Sequence[str], match: Optional[Sequence[str]] = None) -> List[Tuple[str, Entry]]:
     """(group, entry) for each registered entry of `groups` whose name contains one of `match` (all
-    when None): e.g. ("quantlay", "torchao") leaves out the torch reference peers, whose compilation
-    takes most of a group's time."""
-    out = []
+    when None), or is one of them where the part starts with `=`: e.g. ("quantlay", "torchao") leaves out
+    the torch reference peers, whose compilation takes most of a group's time; "=quantlay fp8_gemm_fprop"
+    is that GEMM alone, not its variants. A part that selects nothing is an error."""
+    def hit(m: str, name: str) -> bool:
+        return name == m[1:] if m.startswith("=") else m in name
+
+    out, names = [], []
     for g in groups:
         if g not in REGISTRY:
             raise ValueError(f"unknown bench group {g!r}; the groups are {sorted(REGISTRY)}")
-        out += [(g, e) for e in REGISTRY[g]() if match is None or any(m in e.name for m in match)]
+        entries = REGISTRY[g]()
+        names += [e.name for e in entries]
+        out += [(g, e) for e in entries if match is None or any(hit(m, e.name) for m in match)]
+    for m in match or ():
+        if not any(hit(m, e.name) for _, e in out):
+            raise ValueError(f"--match {m!r} selects no entry of the groups {list(groups)}; their entries are "
+                             f"{names} (a part matches a name it is in, or, after '=', the whole name)")
     return out
 
 

@@ -234,7 +234,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="comma-separated MxN input shapes")
     b.add_argument("--csv", default=None, help="write one CSV row per measurement (as each is measured)")
     b.add_argument("--match", default=None, help="comma-separated name parts: only entries whose name has one "
-                   "(e.g. quantlay,torchao leaves out the torch reference peers)")
+                   "(e.g. quantlay,torchao leaves out the torch reference peers); '=NAME' is the entry NAME alone")
     b.set_defaults(fn=_cmd_bench)
     t = sub.add_parser("tune", **fmt, help="sweep tiles on the GPU and store the winners in compiler/tuning.json")
     t.add_argument("--kernel", default="mxfp4_cast_transpose_hw", help="kernel or gemm names, comma-separated, or all (the kernels)")

@@ -45,6 +45,12 @@ def test_match_selects_entries_and_unknown_groups_are_refused():
     import pytest
     with pytest.raises(ValueError, match="unknown bench group 'fp9'"):
         bench.select(["fp9"])
+    # '=NAME' is one entry, not every name holding it; a part that selects nothing is refused
+    whole = [e.name for _, e in bench.select(["gemm"], ["=quantlay fp8_gemm_fprop"])]
+    assert whole == ["quantlay fp8_gemm_fprop"], whole
+    assert len(bench.select(["gemm"], ["quantlay fp8_gemm_fprop"])) > 1
+    with pytest.raises(ValueError, match=r"--match 'fp8_gemm_fprop G' selects no entry .*'quantlay fp8_gemm_fprop'"):
+        bench.select(["gemm"], ["quantlay", "fp8_gemm_fprop G"])
 
 
 def test_csv_rows_are_written_as_they_are_measured(tmp_path, monkeypatch):
