@@ -36,7 +36,8 @@ class Recipe:
 
     pow2=True: NVIDIA TE's Float8BlockScaling (power-of-two scales, GEMM_READY layouts); False: ROCm TE's
     (fp32 scales 448 / max(amax, 1e-4), row-major layouts). `accumulate`: add weight gradients into
-    `weight.main_grad` where the weight has one (the grad returned for the weight is then None)."""
+    `weight.main_grad` where the weight has one (the grad returned for the weight is then None); otherwise
+    the gradient is returned in the weight's dtype (a bf16 weight's written by a bf16-output GEMM)."""
     pow2: bool = False
     accumulate: bool = True
     # a role's module replaced by another object with the same entry points (a hand-written producer
