@@ -250,19 +250,20 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         row_end = M
         found = True
         if found:
-            i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-            j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+            r0 = row0 + HALF * HM
+            cn = pid_n
+            i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
             # column of the tile per thread
             if B_SCALAR:
-                jb = pid_n * BLOCK_N
+                jb = cn * BLOCK_N
             else:
-                jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+                jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
                 jb = jb.to(gl.int64)
-            r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
             # the first K block's scales (see the loop)
@@ -315,7 +316,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [r0, pid_n * BLOCK_N], c_buf)
+                    tma.async_copy_shared_to_global(c_desc, [r0, cn * BLOCK_N], c_buf)
                 else:
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
             else:

@@ -199,6 +199,16 @@ def _hopper_store(c_ptr, acc, i, j, rows, N):
 
 
 @gluon.jit
+def _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M: gl.constexpr):
+    """The tiles of the group of rows [g_lo, g_hi) (none if g_hi < g_lo): its row tiles times the column
+    tiles, but a last row tile of at most 64 rows as wide tiles of 64 rows and two column tiles, one per
+    warpgroup (a 128-row tile there would leave one warpgroup idle)."""
+    rows = gl.maximum(g_hi - g_lo, 0)
+    tail = ((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= BLOCK_M // 2)
+    return ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n - tail.to(gl.int32) * (num_n // 2)
+
+
+@gluon.jit
 def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
@@ -212,7 +222,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     base = gc
     g_lo = gl.load(offs_ptr, mask=G > 0, other=0)
     g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
-    g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+    g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
@@ -222,29 +232,57 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
             gc += 1
             g_lo = g_hi
             g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
-            g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+            g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
         found = gc < G
         g = gc
         local = t - base
-        num_m = g_tiles // num_n
+        rows = gl.maximum(g_hi - g_lo, 0)
+        num_m = ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        pid_n = (local % width) // size_m
-        row0 = (g_lo + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
+        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_tiles), in
+        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile
+        tail = (((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= HM) & (first_m + size_m == num_m)).to(gl.int32)
+        # (one division, as for a band of whole row tiles: a consumer's tile setup is on its critical path)
+        full_m = size_m - tail
+        unit = 2 * full_m + tail
+        pair = (local % width) // unit
+        q = (local % width) % unit
+        wide = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
+        w = wide.to(gl.int32)
+        second = (q >= full_m).to(gl.int32) * (1 - w)
+        pid_n = 2 * pair + second
+        row0 = (g_lo + (first_m + w * full_m + (1 - w) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
         row_end = gl.minimum(g_hi, M).to(gl.int32)
         if found:
             j0 = pid_n * BLOCK_N
-            for kb in range(KB):
-                st = it % STAGES
-                mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
-                bar = ready.index(st)
-                mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                k0 = kb * 128
-                tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
-                tma.async_copy_global_to_shared(a_desc, [row0 + HM, k0], bar, a_bufs.index(2 * st + 1))
-                tma.async_copy_global_to_shared(b_desc, [j0, g * K + k0], bar, b_bufs.index(st))
-                it += 1
+            if wide:  # per K block: a's 64 rows and b's first column tile in a stage, b's second in the next
+                for kb in range(KB):
+                    st = it % STAGES
+                    mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
+                    bar = ready.index(st)
+                    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                    k0 = kb * 128
+                    tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
+                    tma.async_copy_global_to_shared(b_desc, [j0, g * K + k0], bar, b_bufs.index(st))
+                    st = (it + 1) % STAGES
+                    mbarrier.wait(empty.index(st), (((it + 1) // STAGES) & 1) ^ 1)
+                    bar = ready.index(st)
+                    mbarrier.expect(bar, b_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(b_desc, [j0 + BLOCK_N, g * K + k0], bar, b_bufs.index(st))
+                    it += 2
+            else:
+                for kb in range(KB):
+                    st = it % STAGES
+                    mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
+                    bar = ready.index(st)
+                    mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                    k0 = kb * 128
+                    tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
+                    tma.async_copy_global_to_shared(a_desc, [row0 + HM, k0], bar, a_bufs.index(2 * st + 1))
+                    tma.async_copy_global_to_shared(b_desc, [j0, g * K + k0], bar, b_bufs.index(st))
+                    it += 1
 
 
 @gluon.jit
@@ -269,7 +307,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     base = gc
     g_lo = gl.load(offs_ptr, mask=G > 0, other=0)
     g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
-    g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+    g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -280,33 +318,47 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             gc += 1
             g_lo = g_hi
             g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
-            g_tiles = ((gl.maximum(g_hi - g_lo, 0) + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n
+            g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
         found = gc < G
         g = gc
         local = t - base
-        num_m = g_tiles // num_n
+        rows = gl.maximum(g_hi - g_lo, 0)
+        num_m = ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        pid_n = (local % width) // size_m
-        row0 = (g_lo + (first_m + (local % width) % size_m) * BLOCK_M).to(gl.int32)
+        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_tiles), in
+        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile
+        tail = (((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= HM) & (first_m + size_m == num_m)).to(gl.int32)
+        # (one division, as for a band of whole row tiles: a consumer's tile setup is on its critical path)
+        full_m = size_m - tail
+        unit = 2 * full_m + tail
+        pair = (local % width) // unit
+        q = (local % width) % unit
+        wide = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
+        w = wide.to(gl.int32)
+        second = (q >= full_m).to(gl.int32) * (1 - w)
+        pid_n = 2 * pair + second
+        row0 = (g_lo + (first_m + w * full_m + (1 - w) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
         if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
             g = g.to(gl.int64)
         row_end = gl.minimum(g_hi, M).to(gl.int32)
         if found:
-            i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-            j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+            # a wide tile: both warpgroups on its 64 rows, warpgroup h on its column tile pid_n + h
+            r0 = row0 + HALF * HM * (1 - w)
+            cn = pid_n + HALF * w
+            i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
             # column of the tile per thread
             if B_SCALAR:
-                jb = pid_n * BLOCK_N
+                jb = cn * BLOCK_N
             else:
-                jb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+                jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
                 jb = jb.to(gl.int64)
-            r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
             # the first K block's scales (see the loop)
@@ -323,12 +375,49 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             s = gl.load(bs_ptr + ((c * s5) + r), mask=(jb < N) & inside, other=0.0)
             nb = s
             acc = zero
-            if r0 >= row_end:  # a half wholly past its group's last row: its stages freed without MMAs
-                for kb in range(KB):
+            # a half wholly past its group's last row, or a wide tile's second column tile past the last one:
+            # its stages (two a K block in a wide tile) freed without MMAs
+            if (r0 >= row_end) | (cn >= num_n):
+                for _ in range(KB * (1 + w)):
                     st = it % STAGES
                     mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
+            elif wide:
+                for kb in range(KB):
+                    st = it % STAGES
+                    # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
+                    # one per row of a; nb, one per jb (see the tile's setup)
+                    sa = na
+                    sb = nb
+                    inside = (kb + 1) < KB
+                    r = i
+                    c = (kb + 1) * 128
+                    c = c // 128
+                    s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                    na = s
+                    r = g * K + (kb + 1) * 128
+                    c = jb
+                    r = r // 128
+                    c = c // 128
+                    s = gl.load(bs_ptr + ((c * s5) + r), mask=(jb < N) & inside, other=0.0)
+                    nb = s
+                    mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                    st2 = (it + 1) % STAGES
+                    mbarrier.wait(ready.index(st2), ((it + 1) // STAGES) & 1)
+                    p = warpgroup_mma(a_bufs.index(2 * st), b_bufs.index(st + HALF * (st2 - st)).permute((1, 0)), zero,
+                                      use_acc=False, is_async=True)
+                    # while the MMAs run: the block's scale tile (b's columns spread over the MMA's layout through
+                    # shared memory: 1 load per thread, not one per column it holds)
+                    if B_SCALAR:
+                        scale = sa[:, None] * sb
+                    else:
+                        scale = sa[:, None] * gl.convert_layout(sb, gl.SliceLayout(0, mma))[None, :]
+                    p = warpgroup_mma_wait(0, deps=(p, ))
+                    mbarrier.arrive(empty.index(st), count=1)
+                    mbarrier.arrive(empty.index(st2), count=1)
+                    it += 2
+                    acc += p * scale
             else:
                 for kb in range(KB):
                     st = it % STAGES
@@ -362,11 +451,11 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     it += 1
                     acc += p * scale
             if C_TMA:
-                if r0 + HM <= row_end:
+                if (r0 + HM <= row_end) & (cn < num_n):
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [r0, pid_n * BLOCK_N], c_buf)
+                    tma.async_copy_shared_to_global(c_desc, [r0, cn * BLOCK_N], c_buf)
                 else:
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
             else:

@@ -298,19 +298,20 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
             g = g.to(gl.int64)
         found = True
         if found:
-            i = row0 + HALF * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-            j = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+            r0 = row0 + HALF * HM
+            cn = pid_n
+            i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             if IDX64:
                 i = i.to(gl.int64)
                 j = j.to(gl.int64)
-            r0 = row0 + HALF * HM
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros, or leaves the buffer untouched
             if C_TMA and not C_ADD:
                 if (r0 + HM <= row_end) & (kb_hi > kb_lo):  # the tile it adds into, loaded while the MMAs run
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     mbarrier.expect(c_bar, c_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_bar, c_buf)
+                    tma.async_copy_global_to_shared(c_desc, [(g * M + r0).to(gl.int32), cn * BLOCK_N], c_bar, c_buf)
             acc = zero
             # a group without tokens has no K blocks. (This test also keeps the range, read a tile ahead, in the
             # tile loop's carried values: Triton 3.6 drops one whose only use is an inner loop's bounds.)
@@ -373,9 +374,9 @@ def _hopper_consumer(a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, c_ptr, c_de
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
                     if C_ADD:
-                        tma_add_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                        tma_add_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), cn * BLOCK_N], c_buf)
                     else:
-                        tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), pid_n * BLOCK_N], c_buf)
+                        tma.async_copy_shared_to_global(c_desc, [(g * M + r0).to(gl.int32), cn * BLOCK_N], c_buf)
                 elif kb_hi > kb_lo:
                     _hopper_store(c_ptr + g * M * N, acc, i, j, i < row_end, N)
             elif kb_hi > kb_lo:
