@@ -199,13 +199,21 @@ def _hopper_store(c_ptr, acc, i, j, rows, N):
 
 
 @gluon.jit
-def _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M: gl.constexpr):
-    """The tiles of the group of rows [g_lo, g_hi) (none if g_hi < g_lo): its row tiles times the column
-    tiles, but a last row tile of at most 64 rows as wide tiles of 64 rows and two column tiles, one per
-    warpgroup (a 128-row tile there would leave one warpgroup idle)."""
+def _hopper_group_rows(g_lo, g_hi, BLOCK_M: gl.constexpr):
+    """The group of rows [g_lo, g_hi) (none if g_hi < g_lo): its row tiles, and 1 where the last holds at
+    most 64 rows. That one runs as wide tiles of 64 rows and two column tiles, one per warpgroup (a 128-row
+    tile there would leave one warpgroup idle)."""
     rows = gl.maximum(g_hi - g_lo, 0)
     tail = ((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= BLOCK_M // 2)
-    return ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32) * num_n - tail.to(gl.int32) * (num_n // 2)
+    return ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32), tail.to(gl.int32)
+
+
+@gluon.jit
+def _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M: gl.constexpr):
+    """The tiles of the group of rows [g_lo, g_hi): its row tiles times the column tiles, a wide last row
+    tile counting one per pair of column tiles."""
+    num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
+    return num_m * num_n - tail * (num_n // 2)
 
 
 @gluon.jit
@@ -236,15 +244,14 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
         found = gc < G
         g = gc
         local = t - base
-        rows = gl.maximum(g_hi - g_lo, 0)
-        num_m = ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32)
+        num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_tiles), in
-        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile
-        tail = (((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= HM) & (first_m + size_m == num_m)).to(gl.int32)
-        # (one division, as for a band of whole row tiles: a consumer's tile setup is on its critical path)
+        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
+        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
+        # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
+        tail = tail * (first_m + size_m == num_m).to(gl.int32)
         full_m = size_m - tail
         unit = 2 * full_m + tail
         pair = (local % width) // unit
@@ -322,15 +329,14 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
         found = gc < G
         g = gc
         local = t - base
-        rows = gl.maximum(g_hi - g_lo, 0)
-        num_m = ((rows + BLOCK_M - 1) // BLOCK_M).to(gl.int32)
+        num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
         size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_tiles), in
-        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile
-        tail = (((rows % BLOCK_M) > 0) & ((rows % BLOCK_M) <= HM) & (first_m + size_m == num_m)).to(gl.int32)
-        # (one division, as for a band of whole row tiles: a consumer's tile setup is on its critical path)
+        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
+        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
+        # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
+        tail = tail * (first_m + size_m == num_m).to(gl.int32)
         full_m = size_m - tail
         unit = 2 * full_m + tail
         pair = (local % width) // unit
