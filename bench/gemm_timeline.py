@@ -3,7 +3,7 @@ the tile's store (clock64 on its SM), and how long it waited in that tile for it
 for its MMAs, for the first tiles of every program. It answers whether a program's two warpgroups run in
 step (whether their epilogues coincide, the tensor cores idle then) and where a tile's time goes.
 
-    python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --shape 4096x7168x2048 [--groups 8] [--csv t.csv]
+    python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --shape 4096x7168x2048 [--groups 8] [--random] [--csv t.csv]
     python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --compile-only    # sm_90 compile, no GPU
     python3 bench/gemm_timeline.py fp8_gemm_grouped_wgrad_t --module edited_copy.py   # a variant's timeline
 
@@ -124,11 +124,20 @@ def summarize(t: torch.Tensor, programs: int) -> str:
     if not lag:
         return "no complete tile was stamped"
     med = statistics.median
+    # each program's tiles and its span, its first tile's entry to its last store (its SM's clock): where the
+    # programs' tile counts differ, the span of those with most tiles is the kernel's
+    spans = {}
+    for p in range(programs):
+        done = [n for n in range(TILES) if (t[p, :, n, :stored + 1] != 0).all()]
+        if done:
+            spans.setdefault(len(done), []).append(int(t[p, :, done[-1], stored].max() - t[p, :, 0, top].min()))
+    per_count = "; ".join(f"{k} tiles: {len(v)} programs, median {med(v):.0f}, max {max(v)}" for k, v in sorted(spans.items()))
     return (f"tiles stamped: {len(lag)} (both warpgroups)\n"
             "median cycles a tile: " + ", ".join(f"{k} {med(v):.0f}" for k, v in parts.items() if v) + "\n"
             f"epilogues at the same time: median {med(overlap):.0%} of warpgroup 0's epilogue\n"
             f"warpgroup 1's tile start after warpgroup 0's: median {med(lag):.0f} cycles (in step when this is "
-            f"small against the K loop)")
+            f"small against the K loop)\n"
+            f"program spans (cycles), by tiles a program ran: {per_count}")
 
 
 def main() -> None:
@@ -136,6 +145,7 @@ def main() -> None:
     p.add_argument("gemm", nargs="?", default="fp8_gemm_grouped_wgrad_t")
     p.add_argument("--shape", default="4096x7168x2048", help="M x N x K as the bench takes it")
     p.add_argument("--groups", type=int, default=8)
+    p.add_argument("--random", action="store_true", help="the bench's random-length groups (grouped fprop)")
     p.add_argument("--module", help="stamp this edited copy of the GEMM's generated module instead (a variant)")
     p.add_argument("--csv", help="write every stamp: program, warpgroup, tile, event, cycles")
     p.add_argument("--compile-only", action="store_true", help="compile the stamped kernel for sm_90 (no GPU)")
@@ -159,7 +169,8 @@ def main() -> None:
         if not key.startswith("HOPPER_") or not hasattr(copy, key):
             raise SystemExit(f"gemm_timeline: --set {kv}: the module has no launch constant {key!r}")
         setattr(copy, key, int(value))
-    entry = bench.gemm_entry(f"{a.gemm}_G={a.groups}_equal" if "grouped" in a.gemm else f"quantlay_{a.gemm}")
+    lengths = "random" if a.random else "equal"
+    entry = bench.gemm_entry(f"{a.gemm}_G={a.groups}_{lengths}" if "grouped" in a.gemm else f"quantlay_{a.gemm}")
     run = entry.make(*(int(v) for v in a.shape.split("x")))[0]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     copy.TIMELINE = torch.zeros(sms, 2, TILES, len(EVENTS), dtype=torch.int64, device="cuda")
