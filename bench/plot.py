@@ -3,6 +3,8 @@
     python bench/plot.py RESULTS.csv OUT.png [--group G] [--copy GBPS]    GB/s against shape, a line per kernel
     python bench/plot.py RESULTS.csv OUT.png --bars                      % of the same-run copy, a bar per kernel
                                                                          at each shape (the README's chart)
+    python bench/plot.py RESULTS.csv OUT.png --gemm                      TFLOP/s of the GEMMs, a bar per kernel
+                                                                         at each M x N x K (the README's GEMM chart)
 
 --group keeps one bench group (mxfp4, mxfp8, fp8, nvfp4, mxfp6); --copy replaces the CSV's copy figure where
 that run's copy was not measured by plain launches. Peers are drawn dotted (lines) or hatched (bars).
@@ -49,6 +51,23 @@ def bars(ax, rows, shapes):
     ax.legend(title="shape (M x N)", fontsize=8)
 
 
+def gemm_bars(ax, rows, shapes):
+    names = list(dict.fromkeys(r["kernel"] for r in rows))
+    tf = {(r["kernel"], r["shape"]): float(r["tflops"]) for r in rows}
+    width = 0.8 / len(names)
+    for k, n in enumerate(names):
+        drawn = ax.bar([i + k * width for i in range(len(shapes))], [tf.get((n, s), 0.0) for s in shapes], width,
+                       label=n.removeprefix("quantlay "), color=f"C{k}")
+        if not n.startswith("quantlay"):
+            for bar in drawn.patches:
+                bar.set_hatch("//")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(shapes))])
+    ax.set_xticklabels([s.replace("x", " x ") for s in shapes], fontsize=8)
+    ax.set_xlabel("M x N x K (grouped kernels: the same total M, N, K)")
+    ax.set_ylabel("TFLOP/s (higher is faster; hatched: peers)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("csv")
@@ -56,9 +75,19 @@ def main() -> None:
     p.add_argument("--group", default=None)
     p.add_argument("--copy", type=float, default=None)
     p.add_argument("--bars", action="store_true")
+    p.add_argument("--gemm", action="store_true")
     a = p.parse_args()
     rows = [r for r in csv.DictReader(open(a.csv))
-            if not r["note"] and r["group"] != "gemm" and a.group in (None, r["group"])]
+            if not r["note"] and (r["group"] == "gemm") == a.gemm and a.group in (None, r["group"])]
+    if a.gemm:  # G=64 entries run at one shape only: left out of the bars
+        rows = [r for r in rows if "G=64" not in r["kernel"]]
+        fig, ax = plt.subplots(figsize=(13, 5))
+        gemm_bars(ax, rows, list(dict.fromkeys(r["shape"] for r in rows)))
+        ax.set_title(f"Blockwise FP8 GEMMs on {rows[0]['gpu']} (torch {rows[0]['torch']}, Triton {rows[0]['triton']}, "
+                     f"commit {rows[0]['commit'][:7]})")
+        fig.tight_layout()
+        fig.savefig(a.out, dpi=100)
+        return
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     names = set(r["kernel"] for r in rows)
     fig, ax = plt.subplots(figsize=(12, 0.32 * len(names) * max(1, len(shapes) / 2) + 1.5) if a.bars else (12, 5))
