@@ -103,11 +103,17 @@ def summarize(t: torch.Tensor, programs: int) -> str:
     parts = {k: [] for k in ("mapping", "K loop", "waits for stages", "waits for MMAs", "epilogue",
                              "to the next tile")}
     overlap, lag = [], []
+    # each program's tiles and its span, its first tile's entry to its last store (its SM's clock): where the
+    # programs' tile counts differ, the span of those with most tiles is the kernel's
+    spans = {}
     for p in range(programs):
+        done = 0
         for n in range(TILES):
             ev = t[p, :, n]
             if (ev[:, :stored + 1] == 0).any():
                 continue
+            done += 1
+            last = int(ev[:, stored].max())
             for h in range(2):
                 parts["mapping"].append(int(ev[h, start] - ev[h, top]))
                 parts["K loop"].append(int(ev[h, end] - ev[h, start]))
@@ -121,16 +127,11 @@ def summarize(t: torch.Tensor, programs: int) -> str:
             span = max(int(ev[0, stored] - ev[0, end]), 1)
             overlap.append(max(hi - lo, 0) / span)
             lag.append(int(ev[1, start] - ev[0, start]))
+        if done:
+            spans.setdefault(done, []).append(last - int(t[p, :, 0, top].min()))
     if not lag:
         return "no complete tile was stamped"
     med = statistics.median
-    # each program's tiles and its span, its first tile's entry to its last store (its SM's clock): where the
-    # programs' tile counts differ, the span of those with most tiles is the kernel's
-    spans = {}
-    for p in range(programs):
-        done = [n for n in range(TILES) if (t[p, :, n, :stored + 1] != 0).all()]
-        if done:
-            spans.setdefault(len(done), []).append(int(t[p, :, done[-1], stored].max() - t[p, :, 0, top].min()))
     per_count = "; ".join(f"{k} tiles: {len(v)} programs, median {med(v):.0f}, max {max(v)}" for k, v in sorted(spans.items()))
     return (f"tiles stamped: {len(lag)} (both warpgroups)\n"
             "median cycles a tile: " + ", ".join(f"{k} {med(v):.0f}" for k, v in parts.items() if v) + "\n"

@@ -81,25 +81,21 @@ def main() -> None:
             if not r["note"] and (r["group"] == "gemm") == a.gemm and a.group in (None, r["group"])]
     if a.gemm:  # G=64 entries run at one shape only: left out of the bars
         rows = [r for r in rows if "G=64" not in r["kernel"]]
-        fig, ax = plt.subplots(figsize=(13, 5))
-        gemm_bars(ax, rows, list(dict.fromkeys(r["shape"] for r in rows)))
-        ax.set_title(f"Blockwise FP8 GEMMs on {rows[0]['gpu']} (torch {rows[0]['torch']}, Triton {rows[0]['triton']}, "
-                     f"commit {rows[0]['commit'][:7]})")
-        fig.tight_layout()
-        fig.savefig(a.out, dpi=100)
-        return
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     names = set(r["kernel"] for r in rows)
-    fig, ax = plt.subplots(figsize=(12, 0.32 * len(names) * max(1, len(shapes) / 2) + 1.5) if a.bars else (12, 5))
-    if a.bars:
+    fig, ax = plt.subplots(figsize=(12, 0.32 * len(names) * max(1, len(shapes) / 2) + 1.5) if a.bars
+                           else (13 if a.gemm else 12, 5))
+    if a.gemm:
+        gemm_bars(ax, rows, shapes)
+    elif a.bars:
         bars(ax, rows, shapes)
     else:
         lines(ax, rows, shapes, a.copy or float(rows[0]["copy_gbps"]))
-    ax.set_title(f"{TITLES.get(a.group, 'quantlay casts')} on {rows[0]['gpu']} "
+    what = "Blockwise FP8 GEMMs" if a.gemm else TITLES.get(a.group, "quantlay casts")
+    ax.set_title(f"{what} on {rows[0]['gpu']} "
                  f"(torch {rows[0]['torch']}, Triton {rows[0]['triton']}, commit {rows[0]['commit'][:7]})")
     fig.tight_layout()
     fig.savefig(a.out, dpi=100)
-
 
 if __name__ == "__main__":
     main()
