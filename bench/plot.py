@@ -97,5 +97,6 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(a.out, dpi=100)
 
+
 if __name__ == "__main__":
     main()
