@@ -4,8 +4,8 @@ For every kernel of a spec, every option combination and every input class: run 
 compare each output with the reference bit for bit, and for every option check that flipping it
 changes the output bytes. Inputs have the spec's dtype; the default shapes are derived from what the
 layouts require (every variant can take them), so nothing is skipped: a run that fails, or a variant or
-option that no input reached, is a failure. Runs on CUDA when present, otherwise in Triton's
-interpreter.
+option that no input reached, is a failure. Runs on CUDA when present (the tuned tiles), otherwise in
+Triton's interpreter (wider tiles: `interpreter_tile`).
 """
 from __future__ import annotations
 
@@ -68,6 +68,18 @@ def default_shapes(kernel: KernelIR) -> Tuple[Tuple[int, int], ...]:
     return tuple(dict.fromkeys((math.ceil(m / mM) * mM, math.ceil(n / mN) * mN) for m, n in BASE_SHAPES))
 
 
+def interpreter_tile(mod, M: int, N: int) -> Dict[str, int]:
+    """The tile verify launches in Triton's interpreter, which runs each program op by op in Python: the
+    module's default tile doubled (up to 128) while it still splits M and N in two, so tile boundaries are
+    crossed along both axes at a fraction of the default tile's time (about 4x less at 128x256). A tile
+    changes speed only, never bytes; the other tests run the default tiles and the tuned ones."""
+    def widen(t: int, n: int) -> int:
+        while 2 * t <= 128 and n > 2 * t:
+            t *= 2
+        return t
+    return {"block_m": widen(mod.BLOCK_M, M), "block_n": widen(mod.BLOCK_N, N)}
+
+
 def verify(spec, shapes: Optional[Sequence[Tuple[int, int]]] = None, seed: int = 0,
            log: Optional[Callable[[str], None]] = None) -> Report:
     """`shapes` None: each kernel's default shapes (`default_shapes`). `log` receives each line as it is
@@ -98,7 +110,8 @@ def verify(spec, shapes: Optional[Sequence[Tuple[int, int]]] = None, seed: int =
                     groups = torch.tensor([M // 3, 0, M - M // 3]) if kernel.groups else None
                     try:
                         args = (groups.to(device),) if groups is not None else ()
-                        res = mod.quantize(x.to(device), *args)
+                        tile = interpreter_tile(mod, M, N) if device == "cpu" else {}
+                        res = mod.quantize(x.to(device), *args, **tile)
                     except Exception as exc:  # noqa: BLE001 - every failure is reported, none hidden
                         rep.failures.append(f"{variant.name} {M}x{N} {cname}: the kernel raised "
                                             f"{type(exc).__name__}: {exc}")
@@ -141,8 +154,9 @@ def verify(spec, shapes: Optional[Sequence[Tuple[int, int]]] = None, seed: int =
                 say(f"  option {kernel.name}.{opt}: FAILED, some inputs do not see it")
             else:
                 say(f"  option {kernel.name}.{opt}: flipping it changes the output bytes ({compared} inputs)")
+    casts: Dict[Tuple, object] = {}  # the producers' casts of the random operands, shared by the GEMMs
     for g in specmod.load_gemms(spec):
-        verify_gemm(g, device, seed, say, rep)
+        verify_gemm(g, device, seed, say, rep, casts)
     if len(rep.lines) == 1:
         rep.failures.append("the spec declares no kernel and no gemm: nothing was verified")
     return rep
@@ -152,9 +166,11 @@ GEMM_SHAPE = (96, 160, 320)  # M, N, K: partial tiles and a partial last K block
 GEMM_LENS = (30, 0, 66)      # grouped: an empty group among them
 
 
-def verify_gemm(g, device: str, seed: int, say, rep: Report) -> None:
+def verify_gemm(g, device: str, seed: int, say, rep: Report, casts: Optional[Dict[Tuple, object]] = None) -> None:
     """A GEMM on engineered exact inputs (bit-exact against the reference) and on the producers' casts
-    of random inputs (within 1e-6 of the reference rounded to the output dtype)."""
+    of random inputs (within 1e-6 of the reference rounded to the output dtype). `casts` keeps each
+    producer's cast of a random operand for the next GEMM that reads the same one."""
+    casts = {} if casts is None else casts
     from quantlay.generated import find
     t0 = time.perf_counter()
     M, N, K = GEMM_SHAPE
@@ -181,8 +197,11 @@ def verify_gemm(g, device: str, seed: int, say, rep: Report) -> None:
             def mk(op, free, s):
                 from quantlay.generated import find as f
                 prod = f(op.variant.kernel.name, **{n: v for n, v in op.variant.options if v})
-                x = normal(*shape(op, free), seed=seed + s).to(device)
-                return prod.quantize(x, lens) if op.direction.segmented else prod.quantize(x)
+                key = (prod.NAME, shape(op, free), seed + s, op.direction.segmented and g.groups and GEMM_LENS)
+                if key not in casts:
+                    x = normal(*shape(op, free), seed=seed + s).to(device)
+                    casts[key] = prod.quantize(x, lens) if op.direction.segmented else prod.quantize(x)
+                return casts[key]
         a = mk(g.a, Mo, 1)
         b = mk(g.b, No, 2)
         o = a.extras["padded_offsets"] if g.groups == "contraction" else offs

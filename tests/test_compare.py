@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from quantlay import inputs
 from quantlay.cli import main
@@ -18,6 +19,34 @@ CLASSES = {k: inputs.COMPARE_CLASSES[k] for k in ("normal", "ties")}
 @pytest.fixture(autouse=True)
 def in_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
+
+
+_GENERATED = {}  # (module, input bytes) -> its outputs: many tests compare hand-written kernels on the same inputs
+
+
+class _Remembered:
+    """A generated module whose quantize runs once per input in this process (the interpreter's time is the
+    suite's; the hand-written kernels, the subject of these tests, still run every time)."""
+
+    def __init__(self, mod):
+        self._mod = mod
+
+    def __getattr__(self, name):
+        return getattr(self._mod, name)
+
+    def quantize(self, x, *args, **kw):
+        key = (self._mod.NAME, x.dtype, tuple(x.shape), x.cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes(),
+               tuple(a.cpu().numpy().tobytes() for a in args), tuple(sorted(kw.items())))
+        if key not in _GENERATED:
+            _GENERATED[key] = self._mod.quantize(x, *args, **kw)
+        return _GENERATED[key]
+
+
+@pytest.fixture(autouse=True)
+def remembered_generated_outputs(monkeypatch):
+    import quantlay.generated as generated
+    find = generated.find
+    monkeypatch.setattr(generated, "find", lambda *a, **kw: _Remembered(find(*a, **kw)))
 
 
 def run_compare(fn, tmp_path, classes=CLASSES):
