@@ -294,7 +294,7 @@ def needs_int64(*numels: int) -> bool:
 
 # Launch settings that change speed only, never bytes, with their defaults (the tile's come from the module).
 LAUNCH_DEFAULTS = {"maxnreg": None, "inplace_rows": False, "grid_n_first": False, "grid_group": 0,
-                   "opaque_widen": False, "region_m": 1}
+                   "opaque_widen": False, "region_m": 1, "scale_pass": False}
 
 
 def region_rows(kernel: str, region_m, block_m: int, block_rows: int, even: bool, M: int, scale=None) -> int:

@@ -23,6 +23,7 @@ GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of colu
 # tiles (tile, warps, register cap) with columns of 2 and 4 tiles per program (on the H200 a 64x64 tile
 # gained 4% from it where the best 64x128 tile gained nothing: the best few configs can be one tile)
 REGIONS_RETIMED, REGIONS = 3, (2, 4)
+SCALE_PASS_RETIMED = 4  # the best configurations so far, retimed with the scale pass
 # two-direction kernels: the best four retimed with the second direction's opaque widening, as they are
 # and under a cap of 128 registers (two 256-thread programs per SM), where the widening pays off
 OPAQUE_RETIMED, OPAQUE_CAP = 4, 128
@@ -104,7 +105,8 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             print(f"{mod.NAME} {shape[0]}x{shape[1]} {cfg['block_m']}x{cfg['block_n']} w{cfg['num_warps']} "
                   f"maxnreg {cfg['maxnreg'] or None} inplace_rows {int(cfg['inplace_rows'])} "
                   f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']} "
-                  f"opaque_widen {int(cfg['opaque_widen'])} region_m {cfg['region_m']}: {ms:.4f} ms "
+                  f"opaque_widen {int(cfg['opaque_widen'])} region_m {cfg['region_m']} "
+                  f"scale_pass {int(cfg['scale_pass'])}: {ms:.4f} ms "
                   f"{moved / ms / 1e6:.0f} GB/s", flush=True)
             timed.append((ms, cfg))
 
@@ -153,6 +155,11 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                     if region_rows(mod.NAME, r, cfg["block_m"], mod.REGION_BLOCK_ROWS, True, shape[0]) == r:
                         measure(dict(cfg, region_m=r))
             stage = "region stage"
+        if getattr(mod, "SCALE_PASS", False):  # the scales staged per tile and moved by a second kernel
+            winner(stage)
+            for cfg in best(SCALE_PASS_RETIMED):
+                measure(dict(cfg, region_m=1, scale_pass=True))
+            stage = "scale-pass stage"
         winners.append(winner(stage))
     return winners
 

@@ -31,6 +31,7 @@ OPTIONS = {"gemm_ready": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -213,10 +214,11 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1,
+def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, GRID_N,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     SCALE_PASS: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -229,6 +231,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    SCALE_PASS: each tile's scale values go, whole, to a scratch buffer in place of the scale outputs (tile
+    pid_m * GRID_N + pid_n), which _scale_pass_<key> then moves into the layouts: a tile gives each row of
+    a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
+    L2 (speed only, same bytes; exclusive with REGION_M).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -290,12 +296,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
         ok = (r < M) & (c < N)
         tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-
-    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-    tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
-    r = ti
-    c = tj
-    tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s0))
+    if SCALE_PASS:
+        st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128)[None, :]
+        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 128)) + st, (e_rowwise).to(tl.float32))
+    else:
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s0))
 
 
     # ---- colwise: blocks 128x1, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
@@ -333,12 +342,63 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
         ok = (r < M) & (c < N)
         tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+    if SCALE_PASS:
+        st = tl.arange(0, BLOCK_M // 128)[:, None] * (BLOCK_N) + tl.arange(0, BLOCK_N)[None, :]
+        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 128) * (BLOCK_N)) + st, (e_colwise).to(tl.float32))
+    else:
+        ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
 
-    ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
-    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+
+@triton.jit
+def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """rowwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
+    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    T0: tl.constexpr = BLOCK_M
+    T1: tl.constexpr = BLOCK_N // 128
+    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    if IDX64:
+        ti = ti.to(tl.int64)
+        tj = tj.to(tl.int64)
+    inside = (ti < EXT0) & (tj < EXT1)
+    tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
     r = ti
     c = tj
-    tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
+    tl.store(rowwise_scale_ptr + ((r * s0) + c), (val).to(tl.float32), mask=(r < M) & (c < s0) & inside)
+
+
+@triton.jit
+def _scale_pass_colwise_scale(src_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """colwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
+    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    T0: tl.constexpr = BLOCK_M // 128
+    T1: tl.constexpr = BLOCK_N
+    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    if IDX64:
+        ti = ti.to(tl.int64)
+        tj = tj.to(tl.int64)
+    inside = (ti < EXT0) & (tj < EXT1)
+    tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    r = ti
+    c = tj
+    tl.store(colwise_scale_ptr + ((r * N) + c), (val).to(tl.float32), mask=(r < s1) & (c < N) & inside)
+
+
+def _scale_tiles(block_m, block_n):
+    """The [T0, T1] scale values a tile computes, per scale output (the kernel's tile coordinates)."""
+    BLOCK_M, BLOCK_N = block_m, block_n
+    return {"rowwise_scale": (BLOCK_M, BLOCK_N // 128), "colwise_scale": (BLOCK_M // 128, BLOCK_N)}
 
 
 def _sizes(M, N):
@@ -364,7 +424,7 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -372,8 +432,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
-    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) override the
-    tuned configuration; they change speed only, never the result.
+    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
+    scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
+    it takes precedence over region_m) override
+    the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -384,7 +446,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
@@ -393,16 +455,35 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)
+    staged = bool(cfg["scale_pass"])
+    region = 1 if staged else region
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
-    _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
+    grid_m, grid_n = triton.cdiv(rows, block_m), triton.cdiv(cols, block_n)
+    staged = staged and grid_m * grid_n > 0
+    scratch = {}
+    if staged:  # each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)
+        for k, (t0, t1) in _scale_tiles(block_m, block_n).items():
+            scratch[k] = torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+    kwargs["SCALE_PASS"] = staged
+    _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
+    if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
+        tiles = _scale_tiles(block_m, block_n)
+        ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
+        _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
+        ext0, ext1 = grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]
+        _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

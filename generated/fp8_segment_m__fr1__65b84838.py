@@ -31,6 +31,7 @@ OPTIONS = {"fused_rowwise": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
@@ -406,6 +407,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
         c = tj
         tl.store(colwise_scale_ptr + ((r * N) + c), (tl.zeros([BLOCK_M // 128, BLOCK_N], tl.int32)).to(tl.float32), mask=(r < s1) & (c < N))
 
+
 def _sizes(M, N, G):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = ((((M + 127) // 128) + G) * 128)
@@ -430,7 +432,7 @@ def _shapes(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -445,8 +447,10 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
-    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) override the
-    tuned configuration; they change speed only, never the result.
+    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
+    scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
+    it takes precedence over region_m; this segmented kernel ignores it) override
+    the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -459,7 +463,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")

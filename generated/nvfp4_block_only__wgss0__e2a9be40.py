@@ -31,6 +31,7 @@ OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 16, 16  # what the blocks and tiled layouts need
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
+SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 16  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -482,10 +483,11 @@ def _scale_word(e, WT: tl.constexpr):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3,
+def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, GRID_N,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
                      GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, REGION_M: tl.constexpr,
+                     SCALE_PASS: tl.constexpr,
                      PAIR_RUN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
@@ -503,6 +505,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     after another; colwise_scale's bytes of the region's rows are stored once, as one word per
     row, instead of BLOCK_M // 32 bytes per tile (its plain layout gives a tile's row only that many
     bytes: each its own partial-sector write in L2; speed only, same bytes).
+    SCALE_PASS: each tile's scale values go, whole, to a scratch buffer in place of the scale outputs (tile
+    pid_m * GRID_N + pid_n), which _scale_pass_<key> then moves into the layouts: a tile gives each row of
+    a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
+    L2 (speed only, same bytes; exclusive with REGION_M).
     PAIR_RUN: the even and odd rows load apart, each thread holding runs of PAIR_RUN consecutive row
     pairs (runtime.pair_run matches the load layout; any power of two up to a block's pairs is correct).
     """
@@ -592,12 +598,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
                 ok = (r < M) & (c < s0)
                 tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-
-            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
-            r = ti
-            c = tj
-            tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
+            if SCALE_PASS:
+                st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)[None, :]
+                tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 16)) + st, (e_rowwise).to(tl.uint8))
+            else:
+                ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+                tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
+                r = ti
+                c = tj
+                tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
 
 
             # ---- colwise: blocks 16x1, one E4M3 scale per 16 elements; tile [BLOCK_N, BLOCK_M]
@@ -715,12 +724,15 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
             ok = (r < M) & (c < s0)
             tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-
-        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
-        r = ti
-        c = tj
-        tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
+        if SCALE_PASS:
+            st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)[None, :]
+            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 16)) + st, (e_rowwise).to(tl.uint8))
+        else:
+            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+            tj = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16))[None, :]
+            r = ti
+            c = tj
+            tl.store(rowwise_scale_ptr + ((r * s1) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s1))
 
 
         # ---- colwise: blocks 16x1, one E4M3 scale per 16 elements; tile [BLOCK_N, BLOCK_M]
@@ -761,12 +773,63 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
             ok = (r < N) & (c < s2)
             tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        if SCALE_PASS:
+            st = tl.arange(0, BLOCK_N)[:, None] * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16)[None, :]
+            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N) * (BLOCK_M // 16)) + st, (e_colwise).to(tl.uint8))
+        else:
+            ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
+            tj = (pid_m * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16))[None, :]
+            r = ti
+            c = tj
+            tl.store(colwise_scale_ptr + ((r * s3) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s3))
 
-        ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
-        tj = (pid_m * (BLOCK_M // 16) + tl.arange(0, BLOCK_M // 16))[None, :]
-        r = ti
-        c = tj
-        tl.store(colwise_scale_ptr + ((r * s3) + c), (e_colwise).to(tl.uint8), mask=(r < N) & (c < s3))
+
+@triton.jit
+def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """rowwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
+    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    T0: tl.constexpr = BLOCK_M
+    T1: tl.constexpr = BLOCK_N // 16
+    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    if IDX64:
+        ti = ti.to(tl.int64)
+        tj = tj.to(tl.int64)
+    inside = (ti < EXT0) & (tj < EXT1)
+    tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    r = ti
+    c = tj
+    tl.store(rowwise_scale_ptr + ((r * s1) + c), (val).to(tl.uint8), mask=(r < M) & (c < s1) & inside)
+
+
+@triton.jit
+def _scale_pass_colwise_scale(src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """colwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
+    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    T0: tl.constexpr = BLOCK_N
+    T1: tl.constexpr = BLOCK_M // 16
+    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    if IDX64:
+        ti = ti.to(tl.int64)
+        tj = tj.to(tl.int64)
+    inside = (ti < EXT0) & (tj < EXT1)
+    tile = (tj // T1) * GRID_N + ti // T0  # pid_m * GRID_N + pid_n, as the kernel staged it (ti runs along N)
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    r = ti
+    c = tj
+    tl.store(colwise_scale_ptr + ((r * s3) + c), (val).to(tl.uint8), mask=(r < N) & (c < s3) & inside)
+
+
+def _scale_tiles(block_m, block_n):
+    """The [T0, T1] scale values a tile computes, per scale output (the kernel's tile coordinates)."""
+    BLOCK_M, BLOCK_N = block_m, block_n
+    return {"rowwise_scale": (BLOCK_M, BLOCK_N // 16), "colwise_scale": (BLOCK_N, BLOCK_M // 16)}
 
 
 def _sizes(M, N):
@@ -796,7 +859,7 @@ def _shapes(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -804,8 +867,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     register cap; 0: none), inplace_rows (rowwise scales computed in place, not on a spread), grid_n_first
     (consecutive programs walk along N), grid_group (groups of that many column tiles side by side) and
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
-    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) override the
-    tuned configuration; they change speed only, never the result.
+    column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
+    scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
+    it takes precedence over region_m) override
+    the tuned configuration; they change speed only, never the result.
     """
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
@@ -816,7 +881,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 16x16 (the block shapes and tiled layouts)")
@@ -825,6 +890,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M, bufs["colwise_scale"])
+    staged = bool(cfg["scale_pass"])
+    region = 1 if staged else region
     grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
                                                          cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
@@ -832,10 +899,27 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 16)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
-    _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], bufs["rowwise_scale"], bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), *_sizes(M, N),
+    grid_m, grid_n = triton.cdiv(rows, block_m), triton.cdiv(cols, block_n)
+    staged = staged and grid_m * grid_n > 0
+    scratch = {}
+    if staged:  # each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)
+        for k, (t0, t1) in _scale_tiles(block_m, block_n).items():
+            scratch[k] = torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+    kwargs["SCALE_PASS"] = staged
+    _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], REGION_M=region, **kwargs)
+    if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
+        tiles = _scale_tiles(block_m, block_n)
+        ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
+        _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
+        ext0, ext1 = grid_n * tiles["colwise_scale"][0], grid_m * tiles["colwise_scale"][1]
+        _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

@@ -185,3 +185,30 @@ def test_region_tiles_in_64_bit_offsets(monkeypatch):
     from quantlay import runtime
     monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
     check("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (256, 192), seed=14, num_warps=2, region_m=4)
+
+
+SCALE_PASS = [  # (kernel, options, tile, shape, launch): the scales staged per tile, then moved into their
+    # layouts by the scale pass: plain and swizzled (padded) layouts, transposed ones, fp32 scales, 6-bit
+    # codes, two-level scales; ragged shapes, and a column of tiles asked for as well (the pass wins)
+    ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (64, 128), (198, 260), {}),
+    ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": True}, (32, 64), (198, 260), {"grid_n_first": True}),
+    ("mxfp4_cast_transpose_hw", MXFP4_OFF, (64, 64), (256, 192), {"region_m": 2}),
+    ("mxfp4_cast_transpose_te", MXFP4_ON, (64, 64), (192, 320), {"grid_group": 2}),
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (300, 520), {}),
+    ("nvfp4", {"with_gemm_swizzled_scales": False}, (64, 64), (130, 192), {}),
+    ("mxfp6_e3m2", {}, (64, 64), (96, 128), {}),
+]
+
+
+@pytest.mark.parametrize("name,opts,tile,shape,launch", SCALE_PASS,
+                         ids=[f"{c[0]}-{c[3][0]}x{c[3][1]}" for c in SCALE_PASS])
+def test_scale_pass_matches_reference(name, opts, tile, shape, launch):
+    check(name, opts, tile, shape, seed=15, num_warps=2 if tile[0] < 128 else 8, scale_pass=True, **launch)
+
+
+def test_scale_pass_in_64_bit_offsets(monkeypatch):
+    """The staged tiles and the pass's block coordinates in int64 (taken when a buffer reaches 2^31 elements)."""
+    from quantlay import runtime
+    monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
+    check("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (64, 128), (198, 260), seed=16,
+          num_warps=2, scale_pass=True)
