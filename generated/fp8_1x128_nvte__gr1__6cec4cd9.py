@@ -463,32 +463,32 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)
     staged = bool(cfg["scale_pass"])
     region = 1 if staged else region
-    grid, grid_n_first, grid_group = runtime.launch_grid(triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n),
-                                                         cfg["grid_n_first"], cfg["grid_group"])
+    grid_m, grid_n = triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n)  # programs (tiles when region 1)
+    grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
-    grid_m, grid_n = triton.cdiv(rows, block_m), triton.cdiv(cols, block_n)
     staged = staged and grid_m * grid_n > 0
+    tiles = _scale_tiles(block_m, block_n)
     scratch = {}
     if staged:  # each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)
-        for k, (t0, t1) in _scale_tiles(block_m, block_n).items():
-            scratch[k] = torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+        scratch = {k: torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+                   for k, (t0, t1) in tiles.items()}
     kwargs["SCALE_PASS"] = staged
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
-        tiles = _scale_tiles(block_m, block_n)
+        sizes = _sizes(M, N)
         ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
         _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
             BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
         ext0, ext1 = grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]
         _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *_sizes(M, N), grid_n, ext0, ext1, BLOCK_M=block_m,
+            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
             BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
