@@ -467,6 +467,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
+    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+        tl.extra.cuda.gdc_launch_dependents()
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
@@ -606,10 +608,14 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 @triton.jit
 def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, GRID_N, EXT0, EXT1,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+        PDL: tl.constexpr):
     """rowwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
     (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
-    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers).
+    PDL (compiled for sm_90): launched as the previous grid's programmatic dependent, so its programs are
+    resident when that grid ends; griddepcontrol.wait returns once it has completed and its stores are
+    visible (the previous grid is the cast, or the pass before this one, which waited for the cast)."""
     T0: tl.constexpr = BLOCK_M
     T1: tl.constexpr = BLOCK_N // 32
     ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
@@ -618,6 +624,9 @@ def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, 
         ti = ti.to(tl.int64)
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
     val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
     r = ti
@@ -628,10 +637,14 @@ def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, 
 
 @triton.jit
 def _scale_pass_colwise_scale(src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, GRID_N, EXT0, EXT1,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+        PDL: tl.constexpr):
     """colwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
     (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
-    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers)."""
+    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers).
+    PDL (compiled for sm_90): launched as the previous grid's programmatic dependent, so its programs are
+    resident when that grid ends; griddepcontrol.wait returns once it has completed and its stores are
+    visible (the previous grid is the cast, or the pass before this one, which waited for the cast)."""
     T0: tl.constexpr = BLOCK_N
     T1: tl.constexpr = BLOCK_M // 32
     ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
@@ -640,6 +653,9 @@ def _scale_pass_colwise_scale(src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, 
         ti = ti.to(tl.int64)
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     tile = (tj // T1) * GRID_N + ti // T0  # pid_m * GRID_N + pid_n, as the kernel staged it (ti runs along N)
     val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
     r = ti
@@ -752,14 +768,17 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
         sizes = _sizes(M, N)
+        # on sm_90 each pass is the previous grid's programmatic dependent (it waits under PDL): its programs
+        # are resident when that grid ends instead of launching after it drains
+        pdl = {"launch_pdl": True} if hw else {}
         ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
         _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
             scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
         ext0, ext1 = grid_n * tiles["colwise_scale"][0], grid_m * tiles["colwise_scale"][1]
         _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
             scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, num_warps=4)
+            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result
