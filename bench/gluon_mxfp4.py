@@ -217,9 +217,10 @@ def _tile(se, so, rd_ptr, rs_ptr, cd_ptr, cs_ptr, s3, s8, s12, s17, pid_m, pid_n
 
 
 def quantize(mod, x, BM=64, BN=64, W=2, GROUP=4, maxnreg=None, COAL=False, TILES=1):
-    """Outputs in the shipped module's buffers and shapes (even shapes only: M % 256, N % 256)."""
+    """Outputs in the shipped module's buffers and shapes (even shapes only: M % 256, N % 256; 64-column tiles,
+    BM = 32 * W: the colwise layout is one word column a lane, 16 row pairs a thread)."""
     M, N = x.shape
-    assert M % 256 == 0 and N % 256 == 0 and M % BM == 0 and N % BN == 0
+    assert BN == 64 and BM == 32 * W and M % 256 == 0 and N % 256 == 0 and M % BM == 0 and N % BN == 0
     shapes = mod._shapes(M, N)
     bufs = {k: torch.empty(s[2], dtype=torch.uint8, device=x.device) for k, s in shapes.items()}
     s = mod._sizes(M, N)
