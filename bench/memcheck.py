@@ -4,7 +4,8 @@ Meant to run under `compute-sanitizer --tool memcheck`: any out-of-bounds access
 MEMCHECK_KERNELS (comma-separated kernel names) limits the run to those kernels; each module is printed
 as it finishes, so a run cut short still says what it covered. The launch configuration is the tuned one
 (the nearest size bucket), so the one-warp and narrow tiles run here too; a kernel with REGION_BLOCK_ROWS also
-runs an even shape in columns of 2 and 4 tiles per program (ragged shapes take one tile per program).
+runs an even shape in columns of 2 and 4 tiles per program (ragged shapes take one tile per program), and a
+kernel with a Hopper (Gluon) path runs it at an even shape in several forms (on sm_90).
 """
 import inspect
 import json
@@ -35,8 +36,15 @@ for e in manifest["files"]:
         xe = inputs.specials(512, 192, seed=2).cuda()
         for r in (2, 4):
             mod.quantize(xe, block_m=64, block_n=64, num_warps=2, region_m=r)
+    hopper = "gluon" in mod.BACKENDS and torch.cuda.get_device_capability() == (9, 0)
+    if hopper:  # the Hopper kernel takes whole tiles only: an even shape in each form the tests run
+        xe = inputs.specials(512, 768, seed=3).cuda()
+        mod.quantize(xe, backend="gluon")
+        for form in ((1, 4, 1, False), (4, 2, 2, True), (2, 0, 1, True)):
+            mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=torch.uint8, device="cuda")
+                                    for k, s in mod._shapes(512, 768).items()}, 512, 768, *form)
     torch.cuda.synchronize()
     count += 1
-    print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else ""),
-          flush=True)
+    print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else "")
+          + (" and its Hopper kernel at 512x768 in four forms" if hopper else ""), flush=True)
 print(f"memcheck: ran {count} generated modules (quantize + every dequantize)")

@@ -93,7 +93,8 @@ def main() -> None:
         lines(ax, rows, shapes, a.copy or float(rows[0]["copy_gbps"]))
     what = "Blockwise FP8 GEMMs" if a.gemm else TITLES.get(a.group, "quantlay casts")
     ax.set_title(f"{what} on {rows[0]['gpu']} "
-                 f"(torch {rows[0]['torch']}, Triton {rows[0]['triton']}, commit {rows[0]['commit'][:7]})")
+                 f"(torch {rows[0]['torch']}, Triton {rows[0]['triton']}, "
+                 f"commit {', '.join(dict.fromkeys(r['commit'] for r in rows))})")
     fig.tight_layout()
     fig.savefig(a.out, dpi=100)
 

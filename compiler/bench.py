@@ -88,22 +88,23 @@ def mxfp4_entries() -> List[Entry]:
     kernels = specmod.load(specmod.SPECS_DIR / "mxfp4_cast_transpose.ql")
     flags = kernels[0].options  # the profiles share their layout options
     out = []
-    for kernel, on in ((k, on) for k in kernels for on in (True, False)):
+    # what users get (on sm_90 the Hopper kernel, on whole tiles), and the Triton kernel beside it
+    for kernel, on, backend in ((k, on, b) for k in kernels for on in (True, False) for b in (None, "triton")):
         opts = dict.fromkeys(flags, on)
         mod = find(kernel.name, **opts)
         src = open(mod.__file__).read()
 
-        def make(M, N, mod=mod):
+        def make(M, N, mod=mod, backend=backend):
             x = inputs.normal(M, N, seed=0).cuda()
-            res = mod.quantize(x)
-            return (lambda: mod.quantize(x)), bytes_moved(x, res.values())
+            res = mod.quantize(x, backend=backend)
+            return (lambda: mod.quantize(x, backend=backend)), bytes_moved(x, res.values())
 
         def validate(M, N, on=on):
             if on and (M % 64 or N % 64):
                 return "the preshuffle layouts need M and N to be multiples of 64"
             return None
 
-        out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}", make, validate,
+        out.append(Entry(f"quantlay {kernel.name} flags={'on' if on else 'off'}{' [triton]' if backend else ''}", make, validate,
                          hashlib.sha256(src.encode()).hexdigest()[:12], "mxfp4"))
     return (out + _generated_entries("mxfp4_2d.ql", "mxfp4")
             + reference_entries(kernels[0].variant(**dict.fromkeys(flags, True)), "flags on", "mxfp4"))

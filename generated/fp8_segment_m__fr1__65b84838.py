@@ -30,6 +30,7 @@ NAME = "fp8_segment_m__fr1__65b84838"
 OPTIONS = {"fused_rowwise": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
+BACKENDS = ("triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
@@ -431,8 +432,13 @@ def _shapes(M, N, G):
     }
 
 
+def _extent(M, N, G):
+    """The rows and columns a grid covers: [M, N] and every output's padding, in tile coordinates."""
+    return max(M, (((((M + 127) // 128) + G) * 128)) * 1, (((((((M + 127) // 128) + G) * 128) + 127) // 128)) * 128, (M) * 1, (M) * 1), max(N, (N) * 1, (N) * 1, (N) * 1, (((N + 127) // 128)) * 128)
+
+
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -451,7 +457,12 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
     it takes precedence over region_m; this segmented kernel ignores it) override
     the tuned configuration; they change speed only, never the result.
+    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one
+    (the same bytes).
     """
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
@@ -467,8 +478,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
-    rows = max(M, (((((M + 127) // 128) + G) * 128)) * 1, (((((((M + 127) // 128) + G) * 128) + 127) // 128)) * 128, (M) * 1, (M) * 1)
-    cols = max(N, (N) * 1, (N) * 1, (N) * 1, (((N + 127) // 128)) * 128)
+    rows, cols = _extent(M, N, G)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0 and False
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)

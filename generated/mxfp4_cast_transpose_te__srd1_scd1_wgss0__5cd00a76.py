@@ -22,6 +22,8 @@ from typing import List
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
@@ -30,6 +32,12 @@ NAME = "mxfp4_cast_transpose_te__srd1_scd1_wgss0__5cd00a76"
 OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 64  # what the blocks and tiled layouts need
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_group,
+# column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale layout is
+# plain (measured on the H200: storing them directly ran 41-44% of a copy against 57-70%; where they are
+# swizzled the pass cost 9-16 points)
+HOPPER_CONFIG = (2, 4, 1, True)
+BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
@@ -833,6 +841,398 @@ def _scale_tiles(block_m, block_n):
     return {"rowwise_scale": (BLOCK_M, BLOCK_N // 32), "colwise_scale": (BLOCK_N, BLOCK_M // 32)}
 
 
+def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
+    """Each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)."""
+    return {k: torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+            for k, (t0, t1) in _scale_tiles(block_m, block_n).items()}
+
+
+def _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
+    """The staged scales into their layouts, 64x64 tile coordinates a program. On sm_90 (hw) each pass is the
+    previous grid's programmatic dependent (it waits under PDL): its programs are resident when that grid
+    ends instead of launching after it drains."""
+    tiles = _scale_tiles(block_m, block_n)
+    sizes = _sizes(M, N)
+    pdl = {"launch_pdl": True} if hw else {}
+    ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
+    _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+        scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
+        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+    ext0, ext1 = grid_n * tiles["colwise_scale"][0], grid_m * tiles["colwise_scale"][1]
+    _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+        scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
+        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+
+
+# The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
+# half: the multiplier's bf16 pattern, the sign threshold -T and the keep mask (0xFFFF, or 0 in a NaN block).
+# rowwise: $1..$4 four words of a row block (elements 2k, 2k + 1), $5..$8 multipliers, $9..$12 thresholds,
+# $13..$16 keep masks; $0: their four code bytes (byte k: word k's elements, the even one in the low nibble).
+_HOPPER_ROW_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1, kmax, kmin, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+mul.rn.bf16x2 q, $1, $5;
+lop3.b32 a, q, $13, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $9;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $2, $6;
+lop3.b32 a, q, $14, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $10;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $3, $7;
+lop3.b32 a, q, $15, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $11;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $4, $8;
+lop3.b32 a, q, $16, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $12;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+shr.u32 u0, w0, 6;
+mad.lo.u32 u0, w1, 4, u0;
+shr.u32 v0, u0, 12;
+add.u32 u0, u0, v0;
+shr.u32 u1, w2, 6;
+mad.lo.u32 u1, w3, 4, u1;
+shr.u32 v1, u1, 12;
+add.u32 u1, u1, v1;
+prmt.b32 $0, u0, u1, 0x5410;
+}""")
+# colwise: four row pairs of one word column; $2..$5 the even rows' words, $6..$9 the odd rows', $10..$13
+# multipliers, $14..$17 thresholds, $18..$21 keep masks (low half: column 2j's block, high half: column
+# 2j + 1's); $0: column 2j's four code bytes (pair after pair, the even row in the low nibble), $1: 2j + 1's.
+_HOPPER_COL_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1, kmax, kmin, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kmin, 0x3F803F80;
+mov.b32 kcode, 0x00800080;
+.reg .b32 y0, y1, y2, y3;
+mul.rn.bf16x2 q, $2, $10;
+lop3.b32 a, q, $18, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $14;
+lop3.b32 e0, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $6, $10;
+lop3.b32 a, q, $18, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $6, $14;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y0, w0, 16, e0;
+shr.u32 y0, y0, 6;
+mul.rn.bf16x2 q, $3, $11;
+lop3.b32 a, q, $19, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $15;
+lop3.b32 e1, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $7, $11;
+lop3.b32 a, q, $19, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $7, $15;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y1, w1, 16, e1;
+shr.u32 y1, y1, 6;
+mul.rn.bf16x2 q, $4, $12;
+lop3.b32 a, q, $20, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $16;
+lop3.b32 e2, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $8, $12;
+lop3.b32 a, q, $20, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $8, $16;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y2, w2, 16, e2;
+shr.u32 y2, y2, 6;
+mul.rn.bf16x2 q, $5, $13;
+lop3.b32 a, q, $21, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $5, $17;
+lop3.b32 e3, c, z, 0x02000200, 0xF8;
+mul.rn.bf16x2 q, $9, $13;
+lop3.b32 a, q, $21, 0x7FFF7FFF, 0x80;
+min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
+and.b32 t, a, 0x7F807F80;
+max.bf16x2 t, t, kmin;
+add.u32 m, t, 0x03000300;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $9, $17;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y3, w3, 16, e3;
+shr.u32 y3, y3, 6;
+prmt.b32 u0, y0, y1, 0x6240;
+prmt.b32 u1, y2, y3, 0x6240;
+prmt.b32 $0, u0, u1, 0x5410;
+prmt.b32 $1, u0, u1, 0x7632;
+}""")
+
+
+@triton.jit
+def _max_s16x2(a, b):
+    """Two 16-bit signed maxima per instruction (PTX max.s16x2, sm_90)."""
+    return tl.inline_asm_elementwise("max.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
+    """Two blocks' _bf16x2_word constants -> the Hopper encoders' operands for words whose low half is in
+    the first block and high half in the second: (multipliers, sign thresholds, keep masks)."""
+    k = (kw_lo & 0xFFFF) | (kw_hi << 16)
+    thr = ((kw_lo >> 16) & 0xFFFF) | (kw_hi & -65536)
+    keep = tl.where(mult_lo == mult_lo, 0xFFFF, 0) | tl.where(mult_hi == mult_hi, -65536, 0)
+    return k, thr, keep
+
+
+@gluon.jit
+def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N,
+                 BM: gl.constexpr, BNW: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """The tile's rows of parity par (sm: their [BM / 2, BNW] words): rowwise codes and scales."""
+    PM: gl.constexpr = BM // 2
+    R: gl.constexpr = gl.BlockedLayout([1, 16], [32 // (BNW // 16), BNW // 16], [W, 1], [1, 0])
+    x = gl.reshape(sm.load(R), [PM, BNW // 16, 16])
+    # |x|'s maximum with no abs per word: the unsigned maximum holds the largest negative magnitude (if
+    # any), the signed one the largest positive magnitude (if any)
+    m = _max_u16x2(gl.reduce(x, 2, _max_u16x2) & 0x7FFF7FFF, gl.reduce(x, 2, _max_s16x2) & 0x7FFF7FFF)
+    mult, e = _scale_rowwise(_lanes_max(m) << 16)
+    kw = _bf16x2_word_rowwise(mult)
+    k, thr, keep = _hopper_pair(kw, mult, kw, mult)
+    b = gl.inline_asm_elementwise(_HOPPER_ROW_ASM, "=r" + ",r" * 16, [x, gl.expand_dims(k, 2), gl.expand_dims(thr, 2),
+                                  gl.expand_dims(keep, 2)], dtype=gl.uint8, is_pure=True, pack=4)
+    # a thread's 16 code bytes: row ti, bytes tj .. tj + 15 of the rowwise_data tile
+    L3: gl.constexpr = b.type.layout
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    jb = gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    jk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
+    tj = gl.expand_dims(gl.expand_dims(pid_n * BNW + 16 * jb, 0), 2) + gl.expand_dims(gl.expand_dims(jk, 0), 1)
+    r = ti
+    c = tj
+    gl.store(rowwise_data_ptr + (((((((((r // 16) * s2) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), b)
+    LS: gl.constexpr = e.type.layout
+    rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
+    cb = gl.expand_dims(gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, LS)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_pass_rowwise_scale
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BNW // 16)) + rr * (BNW // 16) + cb, e.to(gl.uint8))
+    else:
+        ti = pid_m * BM + rr
+        tj = pid_n * (BNW // 16) + cb
+        r = ti
+        c = tj
+        gl.store(rowwise_scale_ptr + ((r * s4) + c), e.to(gl.uint8))
+
+
+@gluon.jit
+def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N,
+                 BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """Every output of one BM x BN tile, from its even (se) and odd (so) rows' words in shared memory."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    _hopper_rows(se, pid_m, 0, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N, BM, BNW, W, SCALE_PASS)
+    _hopper_rows(so, pid_m, 1, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N, BM, BNW, W, SCALE_PASS)
+    # colwise: a thread holds 16 row pairs (one block of 32 rows) of one word column (columns 2j, 2j + 1)
+    C: gl.constexpr = gl.BlockedLayout([16, 1], [1, 32], [W, 1], [0, 1])
+    lo = gl.reshape(se.load(C), [PM // 16, 16, BNW])
+    hi = gl.reshape(so.load(C), [PM // 16, 16, BNW])
+    m = _max_u16x2(gl.reduce(_max_u16x2(lo, hi), 1, _max_u16x2) & 0x7FFF7FFF,
+                   gl.reduce(_max_s16x2(lo, hi), 1, _max_s16x2) & 0x7FFF7FFF)
+    mult0, e0 = _scale_colwise((m & 0xFFFF) << 16)  # column 2j
+    mult1, e1 = _scale_colwise(m & -65536)  # column 2j + 1
+    k, thr, keep = _hopper_pair(_bf16x2_word_colwise(mult0), mult0, _bf16x2_word_colwise(mult1), mult1)
+    be, bo = gl.inline_asm_elementwise(_HOPPER_COL_ASM, "=r,=r" + ",r" * 20, [lo, hi, gl.expand_dims(k, 1),
+                                       gl.expand_dims(thr, 1), gl.expand_dims(keep, 1)],
+                                       dtype=(gl.uint8, gl.uint8), is_pure=True, pack=4)
+    # a thread's 16 code bytes: colwise_data row ti (column 2j, or 2j + 1), bytes tj .. tj + 15
+    L3: gl.constexpr = be.type.layout
+    blk = gl.arange(0, PM // 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    kk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    tj = gl.expand_dims(gl.expand_dims(pid_m * PM + 16 * blk, 1) + gl.expand_dims(kk, 0), 2)
+    n = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j, 0), 1)
+    ti = n
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + (((((((((r // 16) * s7) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), be)
+    ti = n + 1
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + (((((((((r // 16) * s7) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), bo)
+    LS: gl.constexpr = e0.type.layout
+    blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
+    nn = gl.expand_dims(2 * gl.arange(0, BNW, layout=gl.SliceLayout(0, LS)), 0)  # columns in the tile
+    if SCALE_PASS:  # the tile's values whole, tile-major (column-major in the tile), for _scale_pass_colwise_scale
+        st = colwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BN * (PM // 16)) + nn * (PM // 16) + blk
+        gl.store(st, e0.to(gl.uint8))
+        gl.store(st + PM // 16, e1.to(gl.uint8))
+    else:
+        tj = pid_m * (PM // 16) + blk
+        ti = pid_n * BN + nn
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * s9) + c), e0.to(gl.uint8))
+        ti = pid_n * BN + nn + 1
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * s9) + c), e1.to(gl.uint8))
+
+
+@gluon.jit
+def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N,
+                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
+                   GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
+                   SCALE_PASS: gl.constexpr):
+    """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
+    tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
+    GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
+    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel)."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    LA: gl.constexpr = gl.BlockedLayout([1, 4], [32 // (BNW // 4), BNW // 4], [W, 1], [1, 0])
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, LA))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, LA))
+    ptrs = x_ptr + gl.expand_dims((pid_m * BM + 2 * p) * stride_w, 1) + gl.expand_dims(pid_t * (TILES * BNW) + j, 0)
+    xe = gl.load(ptrs)
+    xo = gl.load(ptrs + stride_w)
+    SL: gl.constexpr = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
+    se = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    so = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    for t in gl.static_range(TILES):
+        se.index(t % 2).store(xe)
+        so.index(t % 2).store(xo)
+        gl.thread_barrier()
+        if t + 1 < TILES:
+            xe = gl.load(ptrs + (t + 1) * BNW)
+            xo = gl.load(ptrs + (t + 1) * BNW + stride_w)
+        _hopper_tile(se.index(t % 2), so.index(t % 2), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
+                     M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N, BM, BN, W, SCALE_PASS)
+
+
+def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
+    on), on whole tiles of 32 num_warps x 64 with no padding cell, reading bf16 pairs as words."""
+    if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
+        return "it runs compiled on sm_90 GPUs (H100, H200) only"
+    if M == 0 or N == 0:
+        return "x is empty"
+    bm, bn = 32 * warps, 64 * tiles
+    if rows != M or cols != N or M % bm or N % bn:
+        return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
+                f"pad to [{rows}, {cols}])")
+    if x2.stride(1) != 1 or x2.stride(0) % 2 or x2.data_ptr() % 4:
+        return "x's rows are not 4-byte aligned (the kernel reads bf16 pairs as int32 words)"
+    return None
+
+
+def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
+    num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
+    bm = 32 * warps
+    grid_m, grid_n = M // bm, N // 64
+    idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
+    scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, False, group)
+    _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
+                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, num_warps=warps)
+    if staged:
+        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
+
+
 def _sizes(M, N):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = (N // 2)
@@ -869,8 +1269,13 @@ def _shapes(M, N):
     }
 
 
+def _extent(M, N):
+    """The rows and columns a grid covers: [M, N] and every output's padding, in tile coordinates."""
+    return max(M, (M) * 1, (M) * 1, ((M // 2)) * 2, (((M + 31) // 32)) * 32), max(N, ((N // 2)) * 2, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
+
+
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -882,12 +1287,28 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
     it takes precedence over region_m) override
     the tuned configuration; they change speed only, never the result.
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
+    whole tiles unless launch settings are given; elsewhere the Triton kernel); "triton" or "gluon" forces one
+    (the same bytes).
     """
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
+    settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
+                scale_pass)
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
+        rows, cols = _extent(M, N)
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
+        if why is None:
+            _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
+            return tag(x, [bufs[k] for k in LAYOUTS])
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
@@ -896,8 +1317,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 64x64 (the block shapes and tiled layouts)")
-    rows = max(M, (M) * 1, (M) * 1, ((M // 2)) * 2, (((M + 31) // 32)) * 32)
-    cols = max(N, ((N // 2)) * 2, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
+    rows, cols = _extent(M, N)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M, bufs["colwise_scale"])
@@ -911,29 +1331,14 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     staged = staged and grid_m * grid_n > 0
-    tiles = _scale_tiles(block_m, block_n)
-    scratch = {}
-    if staged:  # each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)
-        scratch = {k: torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
-                   for k, (t0, t1) in tiles.items()}
+    scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], REGION_M=region, **kwargs)
-    if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
-        sizes = _sizes(M, N)
-        # on sm_90 each pass is the previous grid's programmatic dependent (it waits under PDL): its programs
-        # are resident when that grid ends instead of launching after it drains
-        pdl = {"launch_pdl": True} if hw else {}
-        ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
-        _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
-        ext0, ext1 = grid_n * tiles["colwise_scale"][0], grid_m * tiles["colwise_scale"][1]
-        _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+    if staged:
+        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

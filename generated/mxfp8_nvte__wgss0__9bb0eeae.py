@@ -30,6 +30,7 @@ NAME = "mxfp8_nvte__wgss0__9bb0eeae"
 OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
+BACKENDS = ("triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
@@ -474,6 +475,29 @@ def _scale_tiles(block_m, block_n):
     return {"rowwise_scale": (BLOCK_M, BLOCK_N // 32), "colwise_scale": (BLOCK_M // 32, BLOCK_N)}
 
 
+def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
+    """Each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)."""
+    return {k: torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
+            for k, (t0, t1) in _scale_tiles(block_m, block_n).items()}
+
+
+def _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
+    """The staged scales into their layouts, 64x64 tile coordinates a program. On sm_90 (hw) each pass is the
+    previous grid's programmatic dependent (it waits under PDL): its programs are resident when that grid
+    ends instead of launching after it drains."""
+    tiles = _scale_tiles(block_m, block_n)
+    sizes = _sizes(M, N)
+    pdl = {"launch_pdl": True} if hw else {}
+    ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
+    _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+        scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
+        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+    ext0, ext1 = grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]
+    _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
+        scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
+        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+
+
 def _sizes(M, N):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = ((N + 31) // 32)
@@ -496,8 +520,13 @@ def _shapes(M, N):
     }
 
 
+def _extent(M, N):
+    """The rows and columns a grid covers: [M, N] and every output's padding, in tile coordinates."""
+    return max(M, (M) * 1, (M) * 1, (M) * 1, (((M + 31) // 32)) * 32), max(N, (N) * 1, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
+
+
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -509,7 +538,12 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
     it takes precedence over region_m) override
     the tuned configuration; they change speed only, never the result.
+    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one
+    (the same bytes).
     """
+    if backend not in (None,) + BACKENDS:
+        raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
+                                  f"fastest kernel this GPU runs)")
     x2 = runtime.check_input(x, torch.bfloat16, NAME)
     M, N = x2.shape
     _check(M, N)
@@ -523,8 +557,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
-    rows = max(M, (M) * 1, (M) * 1, (M) * 1, (((M + 31) // 32)) * 32)
-    cols = max(N, (N) * 1, (((N + 31) // 32)) * 32, (N) * 1, (N) * 1)
+    rows, cols = _extent(M, N)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)
@@ -537,29 +570,14 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     staged = staged and grid_m * grid_n > 0
-    tiles = _scale_tiles(block_m, block_n)
-    scratch = {}
-    if staged:  # each tile's scale values whole, in a scratch buffer per scale output (SCALE_PASS)
-        scratch = {k: torch.empty(grid_m * grid_n * t0 * t1, dtype=DTYPES[k], device=x2.device)
-                   for k, (t0, t1) in tiles.items()}
+    scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
-    if staged:  # the staged scales into their layouts, 64x64 tile coordinates a program
-        sizes = _sizes(M, N)
-        # on sm_90 each pass is the previous grid's programmatic dependent (it waits under PDL): its programs
-        # are resident when that grid ends instead of launching after it drains
-        pdl = {"launch_pdl": True} if hw else {}
-        ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
-        _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
-        ext0, ext1 = grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]
-        _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-            scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-            BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+    if staged:
+        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

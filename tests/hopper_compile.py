@@ -2,6 +2,7 @@
 kernel's local memory and stack (spills), its consumer's K loop (SASS instructions), its counts of wgmma
 instructions and TMA stores, its shared memory, and which of its partitions read the group offsets in their
 tile loops. Run without TRITON_INTERPRET (tests/test_gemm_hopper.py starts it in its own process)."""
+import collections
 import json
 import re
 import subprocess
@@ -56,6 +57,23 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
 
+def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
+    """The sm_90 compile of an MXFP4 cast-transpose's Hopper kernel (module `name` with `options`; staged:
+    the scale outputs are the scale pass's scratch)."""
+    mod = find(name, **options)
+    x = torch.zeros(M, N, dtype=torch.bfloat16)
+    bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
+    return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // 64,
+                                     BM=32 * warps, BN=64, W=warps, TILES=tiles, GRID_N_FIRST=False, GRID_GROUP=4,
+                                     IDX64=False, SCALE_PASS=staged, num_warps=warps, grid=(1,))
+
+
+def sass_ops(cubin: bytes):
+    """SASS opcode -> count."""
+    return collections.Counter(m.group(2) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)",
+                                                               cuobjdump(cubin, "-sass")))
+
+
 def cuobjdump(cubin: bytes, flag: str) -> str:
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -97,9 +115,25 @@ def offsets_in_loops(ttgir: str):
     return [re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", loop) is not None for loop in loops]
 
 
+def cast_report(name, options, warps=2, tiles=1, staged=False):
+    """An MXFP4 cast's Hopper kernel compiled for sm_90: registers, spills, and its global stores by width."""
+    k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, **options)
+    ops = sass_ops(k.asm["cubin"])
+    return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
+            "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
+            "lane_instructions_per_element": sum(ops.values()) * 32 * warps / (32 * warps * 64 * tiles)}
+
+
 if __name__ == "__main__":
     driver.set_active(Sm90())
     report = {}
+    if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED, FLAGS 0 or 1 for every layout option
+        for arg in sys.argv[2:]:
+            name, flags, warps, tiles, staged = arg.split(":")
+            options = dict.fromkeys(find(name, **{}).OPTIONS, flags == "1")
+            report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1")
+        print(json.dumps(report))
+        sys.exit(0)
     for name in sys.argv[1:]:  # NAME+add: an accumulating GEMM with its add by a TMA reduce-add
         k = compile_hopper(name.removesuffix("+add"), add_by_tma=name.endswith("+add"))
         ptx = k.asm["ptx"]

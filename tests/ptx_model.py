@@ -142,6 +142,7 @@ OPS = {
     "mul.rn.f32": _mul_f32,
     "min.u16x2": lambda a, b: _halves(torch.minimum, a, b),
     "max.u16x2": lambda a, b: _halves(torch.maximum, a, b),
+    "max.s16x2": lambda a, b: _halves(lambda x, y: torch.where(_s16(x) >= _s16(y), x, y), a, b),
     "or.b32": lambda a, b: a | b,
     "mul.rn.f16x2": lambda a, b: _halves(_harith(torch.mul), a, b),
     "sub.rn.f16x2": lambda a, b: _halves(_harith(torch.sub), a, b),
@@ -154,10 +155,16 @@ OPS = {
 }
 
 
-def run(asm: str, operands):
-    """Run an asm block; operands[0] is ignored (the output), the rest are int64 tensors of 32-bit
-    register values ($1, $2, ...). Returns $0."""
+def _s16(h):
+    """16-bit patterns -> their signed values."""
+    return torch.where(h >= 0x8000, h - 0x10000, h)
+
+
+def run(asm: str, operands, out="$0"):
+    """Run an asm block; operands are int64 tensors of 32-bit register values ($0, $1, ...; the outputs'
+    entries are ignored). Returns register `out` (a tuple of names: a list of those registers)."""
     regs = {f"${i}": v for i, v in enumerate(operands)}
+    like = next(v for v in operands if v is not None)
     for line in asm.splitlines():
         line = line.strip().rstrip(";")
         if not line or line in "{}" or line.startswith(".reg"):
@@ -166,12 +173,12 @@ def run(asm: str, operands):
         op, args = m.group(1), [t.strip() for t in m.group(2).split(",")]
         vals = [regs[t] if not re.match(r"^(0x[0-9A-Fa-f]+|\d+)$", t) else int(t, 0) for t in args[1:]]
         if op == "mov.b32":
-            regs[args[0]] = torch.full_like(operands[1], vals[0]) if isinstance(vals[0], int) else vals[0]
+            regs[args[0]] = torch.full_like(like, vals[0]) if isinstance(vals[0], int) else vals[0]
             continue
         if op not in OPS:
             raise NotImplementedError(f"PTX model: no {op}")
         regs[args[0]] = OPS[op](*vals)
-    return regs["$0"]
+    return [regs[o] for o in out] if isinstance(out, tuple) else regs[out]
 
 
 def pack_bf16(h: torch.Tensor) -> list:

@@ -93,7 +93,7 @@ def test_gemm_rows_report_tflops(tmp_path, monkeypatch):
 def test_mxfp4_group_measures_every_profile_with_flags_on_and_off():
     names = {e.name for e in bench.REGISTRY["mxfp4"]()}
     for kernel in ("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"):
-        assert {f"quantlay {kernel} flags=on", f"quantlay {kernel} flags=off"} <= names
+        assert {f"quantlay {kernel} flags={f}{b}" for f in ("on", "off") for b in ("", " [triton]")} <= names
 
 
 def test_gemm_entries_check_their_output_against_the_reference(monkeypatch):

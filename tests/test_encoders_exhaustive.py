@@ -289,3 +289,82 @@ def test_bf16x2_f32_asm_matches_reference_everywhere(name, direction):
     bad = out != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(out[i]), int(want[i]))
                            for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+# ---- the Hopper (Gluon) MXFP4 cast-transpose: the same bf16x2 steps on whole words ----
+HOPPER_CASES = ["mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"]
+
+
+@triton.jit
+def _run_hopper_pair(mlo_ptr, mhi_ptr, out_ptr, n, PAIR: tl.constexpr, WORD: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mlo = tl.load(mlo_ptr + offs, mask=offs < n, other=1.0)
+    mhi = tl.load(mhi_ptr + offs, mask=offs < n, other=1.0)
+    k, thr, keep = PAIR(WORD(mlo), mlo, WORD(mhi), mhi)
+    tl.store(out_ptr + 3 * offs, k, mask=offs < n)
+    tl.store(out_ptr + 3 * offs + 1, thr, mask=offs < n)
+    tl.store(out_ptr + 3 * offs + 2, keep, mask=offs < n)
+
+
+def _hopper_operands(mod, direction, e_lo, e_hi):
+    """The module's own per-word encoder operands (its _multiplier, _bf16x2_word and _hopper_pair) for words
+    whose low and high halves lie in blocks of E8M0 bytes e_lo and e_hi: (k, thr, keep, mult_lo, mult_hi)."""
+    pairs, inv = torch.unique(e_lo * 256 + e_hi, return_inverse=True)  # each distinct pair once (the interpreter is slow)
+    mlo, mhi = _mult(mod, direction, (pairs // 256).to(DEVICE)), _mult(mod, direction, (pairs % 256).to(DEVICE))
+    out = torch.empty(3 * mlo.numel(), dtype=torch.int32, device=DEVICE)
+    _run_hopper_pair[(triton.cdiv(mlo.numel(), 4096),)](mlo, mhi, out, mlo.numel(), PAIR=mod._hopper_pair,
+                                                         WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=4096)
+    k, thr, keep = (out.view(-1, 3).cpu().to(torch.int64)[inv] & 0xFFFFFFFF).unbind(1)
+    return k, thr, keep, mlo.cpu()[inv], mhi.cpu()[inv]
+
+
+def _quads(t):
+    """[4n] -> the four registers of n asm instances."""
+    return list(t.reshape(-1, 4).unbind(1))
+
+
+def _bytes(out):
+    return torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
+
+
+def _hopper_mismatches(name, row_asm=None, col_asm=None, e_values=CPU_E):
+    """The Hopper encoders' asm (the module's, or the given text) in tests/ptx_model.py on every bf16 pattern
+    pair under each E8M0 byte of e_values, against the format's reference: the number of wrong bytes.
+    rowwise: a word holds elements 2k, 2k + 1 of one block; colwise: the even rows' words and the odd rows',
+    their low halves in one column's block and their high halves in the next column's (another block)."""
+    import ptx_model
+    kernel = shipped_kernels()[name]
+    variant = kernel.variant(**dict.fromkeys(kernel.options, True))
+    mod = find(name, **dict.fromkeys(kernel.options, True))
+    lo, hi, e = _pair_inputs(e_values)
+    k, thr, keep, mult, _ = _hopper_operands(mod, "rowwise", e, e)
+    out = ptx_model.run(row_asm or mod._HOPPER_ROW_ASM.value, [None, *_quads(lo | (hi << 16)), *_quads(k),
+                                                                *_quads(thr), *_quads(keep)])
+    bad = int((_bytes(out) != _pair_reference(variant, "rowwise", lo, hi, mult)).sum())
+    lo2, hi2, e2 = (t.roll(7919) for t in (lo, hi, e))
+    k, thr, keep, m0, m1 = _hopper_operands(mod, "colwise", e, e2)
+    ops = [None, None, *_quads(lo | (lo2 << 16)), *_quads(hi | (hi2 << 16)), *_quads(k), *_quads(thr), *_quads(keep)]
+    outs = ptx_model.run(col_asm or mod._HOPPER_COL_ASM.value, ops, ("$0", "$1"))
+    for out, a, b, m in zip(outs, (lo, lo2), (hi, hi2), (m0, m1)):
+        bad += int((_bytes(out) != _pair_reference(variant, "colwise", a, b, m)).sum())
+    return bad
+
+
+@pytest.mark.parametrize("name", HOPPER_CASES)
+def test_hopper_asm_matches_reference_in_the_ptx_model(name):
+    """The Hopper kernel's word encoders (PTX text) in the PTX model, every bf16 pattern pair under the
+    multipliers where the encoder's regime changes; the GPU tests run the whole kernel on every pattern."""
+    assert _hopper_mismatches(name) == 0
+
+
+def test_hopper_asm_test_catches_planted_bugs():
+    """The check above fails on a wrong byte order, a wrong nibble shift and a dropped tie rule."""
+    mod = find("mxfp4_cast_transpose_te", **dict.fromkeys(shipped_kernels()["mxfp4_cast_transpose_te"].options, True))
+    row, col = mod._HOPPER_ROW_ASM.value, mod._HOPPER_COL_ASM.value
+    e = [127, 255]
+    assert _hopper_mismatches("mxfp4_cast_transpose_te", e_values=e) == 0
+    for r, c in ((row.replace("0x5410", "0x4510"), None), (row.replace("shr.u32 v0, u0, 12", "shr.u32 v0, u0, 11"), None),
+                 (None, col.replace("0x7632", "0x3276")), (None, col.replace("mad.lo.u32 y2, w2, 16", "mad.lo.u32 y2, w2, 8")),
+                 (row.replace("or.b32 a, a, 0x00010001;", ""), col.replace("or.b32 a, a, 0x00010001;", ""))):
+        assert (r or c) not in (row, col)
+        assert _hopper_mismatches("mxfp4_cast_transpose_te", r, c, e_values=e) > 0

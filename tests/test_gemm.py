@@ -194,9 +194,9 @@ def test_shape_and_buffer_errors():
 
 
 # ---- the tests can fail ----------------------------------------------------------------------------
-def mutated(name, edits, tmp_path):
-    """The generated module of `name` with edits [(old, new)] (each target text must be there)."""
-    mod = find(name)
+def mutated(name, edits, tmp_path, **options):
+    """The generated module of `name` (with `options`) with edits [(old, new)] (each target text must be there)."""
+    mod = find(name, **options)
     src = open(mod.__file__).read()
     for old, new in edits:
         assert old in src, f"the mutation's target text is gone from {name}: {old!r}"

@@ -50,12 +50,14 @@ def test_poisoned_ragged_shapes(mxfp4_kernels, opts):
 
 
 @pytest.mark.big_memory
-def test_more_than_2_31_elements(mxfp4_kernels):
-    """One input of 2^31 + 2^21 elements: the kernel must switch to 64-bit offsets."""
+@pytest.mark.parametrize("M", [65600, 65792], ids=["triton", "hopper"])
+def test_more_than_2_31_elements(mxfp4_kernels, M):
+    """One input of more than 2^31 elements: the kernel must switch to 64-bit offsets (65600 rows pad the
+    swizzled scales, so the Triton kernel runs; 65792 are whole tiles: on sm_90 the Hopper kernel)."""
     opts = dict.fromkeys(FLAGS, True)
     variant = mxfp4_kernels["mxfp4_cast_transpose_hw"].variant(**opts)
     mod = find("mxfp4_cast_transpose_hw", **opts)
-    M, N = 65600, 32768
+    N = 32768
     assert M * N > 2 ** 31
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -69,3 +71,89 @@ def test_more_than_2_31_elements(mxfp4_kernels):
         assert torch.equal(logical["rowwise_scale"][r0:r0 + 2048], ref["rowwise_scale"])
         assert torch.equal(logical["colwise_data"][r0:r0 + 2048], reference.unpack(ref["colwise_data"].t(), 0, "even"))
         assert torch.equal(logical["colwise_scale"][r0 // 32:(r0 + 2048) // 32], ref["colwise_scale"].t())
+
+
+# ---- the Hopper (Gluon) kernel: against the Triton kernel and the reference ------------------------------
+sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                          reason="the Hopper kernel runs on sm_90 only")
+# (num_warps, grid_group, column tiles a program, scale pass): the default and the other forms the launcher takes
+HOPPER_FORMS = [(2, 4, 1, False), (2, 4, 1, True), (1, 4, 1, False), (1, 4, 1, True), (4, 4, 1, True),
+                (2, 1, 2, False), (4, 2, 2, True), (2, 0, 1, False)]
+
+
+def _hopper_cases():
+    """Every bf16 pattern in four orders (and transposed), then every input class at three shapes."""
+    allbits = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    for seed in range(4):
+        x = allbits[torch.randperm(65536, generator=torch.Generator().manual_seed(seed))].reshape(256, 256)
+        yield f"allbits{seed}", x
+        yield f"allbits{seed}_t", x.t().contiguous()
+    for cname, make in inputs.CLASSES.items():
+        for shape in ((256, 256), (512, 1024), (1024, 512)):
+            yield f"{cname}{shape}", make(*shape, seed=3)
+
+
+def _hopper_wrong(mod, variant, x, form):
+    """The outputs the Hopper kernel in `form` gets wrong (buffers poisoned first: every cell must be
+    written), against the reference; and those the Triton kernel gets wrong."""
+    M, N = x.shape
+    ref = reference.quantize(variant, x)
+    bufs = {k: torch.full(s[2], 0xAB, dtype=torch.uint8, device="cuda") for k, s in mod._shapes(M, N).items()}
+    mod._launch_hopper(x, bufs, M, N, *form)
+    triton_res = mod.quantize(x, backend="triton")
+    return ([k for k in ref if not torch.equal(bufs[k], ref[k])],
+            [k for k in ref if not torch.equal(triton_res[k].tensor, ref[k])])
+
+
+@sm90
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("opts", COMBOS, ids=lambda o: "".join(str(int(v)) for v in o.values()))
+def test_hopper_kernel_matches_triton_kernel_and_reference(mxfp4_kernels, kernel, opts):
+    variant = mxfp4_kernels[kernel].variant(**opts)
+    mod = find(kernel, **opts)
+    for cname, x in _hopper_cases():
+        every = cname.startswith("allbits") or cname.startswith("specials")
+        for form in HOPPER_FORMS if every else HOPPER_FORMS[:2]:  # else the two defaults
+            assert _hopper_wrong(mod, variant, x.cuda(), form) == ([], []), (cname, form)
+
+
+@sm90
+def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
+    from quantlay.errors import LaunchError
+    mod = find(KERNELS[1], **dict.fromkeys(FLAGS, True))
+    calls = []
+    launch = mod._launch_hopper
+    monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or launch(x2, bufs, M, N, *form))
+    x = inputs.normal(512, 768, seed=1).cuda()
+    mod.quantize(x)  # whole tiles: the Hopper kernel
+    mod.quantize(x, block_m=64)  # launch settings given: the Triton kernel
+    mod.quantize(x, backend="triton")
+    ragged = inputs.normal(320, 768, seed=1).cuda()  # its swizzled scales pad the rows to 512
+    mod.quantize(ragged)
+    with pytest.raises(LaunchError, match="not whole 64x64 tiles with no padding"):
+        mod.quantize(ragged, backend="gluon")
+    assert calls == [(512, 768)]
+
+
+HOPPER_MUTATIONS = {
+    "odd rows read the even rows' words": [("_hopper_rows(so, pid_m, 1,", "_hopper_rows(se, pid_m, 1,")],
+    "column 2j + 1 scaled by column 2j's block": [("mult1, e1 = _scale_colwise(m & -65536)",
+                                                  "mult1, e1 = _scale_colwise((m & 0xFFFF) << 16)")],
+    "a program's second tile encodes its first tile's words": [("xe = gl.load(ptrs + (t + 1) * BNW)\n", "xe = gl.load(ptrs)\n")],
+    "staged column 2j + 1 scales over column 2j's": [("gl.store(st + PM // 16, e1.to(gl.uint8))", "gl.store(st, e1.to(gl.uint8))")],
+    "grouped programs map onto the wrong column tiles": [(
+        "pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP",
+        "pid_t = gl.program_id(1) + gl.program_id(0) % GRID_GROUP")],
+}
+
+
+@sm90
+@pytest.mark.parametrize("bug", sorted(HOPPER_MUTATIONS))
+def test_hopper_planted_bugs_are_caught(mxfp4_kernels, bug, tmp_path):
+    from test_gemm import mutated
+    opts = dict.fromkeys(FLAGS, True)
+    m = mutated(KERNELS[0], HOPPER_MUTATIONS[bug], tmp_path, **opts)
+    variant = mxfp4_kernels[KERNELS[0]].variant(**opts)
+    x = inputs.normal(1024, 1024, seed=4).cuda()
+    wrong = [_hopper_wrong(m, variant, x, form)[0] for form in HOPPER_FORMS]
+    assert any(wrong), f"the suite misses: {bug}"

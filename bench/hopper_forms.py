@@ -1,0 +1,37 @@
+"""Time the MXFP4 cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
+
+    python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:4:1:0,2:4:1:1,1:4:1:1]
+
+A form is num_warps:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper). Prints % of a
+same-run copy for both profiles with their layout flags on and off. Timing only: the GPU tests check the bytes.
+"""
+import argparse
+import itertools
+
+import torch
+
+from quantlay import inputs
+from quantlay.bench import bytes_moved, copy_gbps, time_call
+from quantlay.generated import find
+
+FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales")
+
+p = argparse.ArgumentParser()
+p.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
+p.add_argument("--forms", default="2:4:1:0,2:4:1:1,2:8:1:1,2:4:2:1,4:4:1:1,2:8:2:0,1:4:1:1")
+a = p.parse_args()
+forms = [tuple(int(v) for v in f.split(":")) for f in a.forms.split(",")]
+copy = copy_gbps()
+print(f"copy {copy:.0f} GB/s")
+for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
+    x = inputs.normal(*shape, seed=0).cuda()
+    for name, on in itertools.product(("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"), (True, False)):
+        mod = find(name, **dict.fromkeys(FLAGS, on))
+        moved = bytes_moved(x, mod.quantize(x, backend="triton").values())
+        ms = time_call(lambda: mod.quantize(x, backend="triton"))[0]
+        row = [f"triton {moved / ms / 1e6 / copy * 100:.1f}"]
+        bufs = {k: torch.empty(s[2], dtype=torch.uint8, device="cuda") for k, s in mod._shapes(*shape).items()}
+        for w, g, t, staged in forms:
+            ms = time_call(lambda: mod._launch_hopper(x, bufs, *shape, w, g, t, bool(staged)))[0]
+            row.append(f"({w}, {g}, {t}, {bool(staged)}) {moved / ms / 1e6 / copy * 100:.1f}")
+        print(shape, name, "on" if on else "off", " | ".join(row), flush=True)

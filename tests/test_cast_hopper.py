@@ -1,0 +1,58 @@
+"""The Hopper (Gluon) MXFP4 cast-transpose without a GPU: which casts have one, how the launcher chooses, and
+that each compiles for sm_90 (Triton's compiler and ptxas run here; nothing launches) with no spills and every
+data byte leaving in a 16-byte store. Its encoders' PTX runs in tests/test_encoders_exhaustive.py's model; its
+results are tested on the H200 (tests/test_gpu.py), against the Triton kernel and the reference."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from quantlay import generated
+from quantlay.errors import LaunchError
+from quantlay.generated import find
+
+from conftest import DEVICE
+
+FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales")
+
+
+def test_hopper_kernels_exist_for_the_mxfp4_cast_transposes_only():
+    casts = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")]
+    have = [(k, o) for k, o in casts if "gluon" in find(k, **o).BACKENDS]
+    assert len(have) == 16 and {k for k, _ in have} == {"mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"}
+
+
+def test_backend_choice_and_errors():
+    mod = find("mxfp4_cast_transpose_te", **dict.fromkeys(FLAGS, True))
+    x = torch.randn(256, 256, dtype=torch.bfloat16, device=DEVICE)
+    with pytest.raises(LaunchError, match="backend 'cuda' is not one of gluon, triton"):
+        mod.quantize(x, backend="cuda")
+    if DEVICE == "cpu":
+        with pytest.raises(LaunchError, match="Hopper kernel cannot run this call: it runs compiled on sm_90"):
+            mod.quantize(x, backend="gluon")
+    a, b = mod.quantize(x), mod.quantize(x, backend="triton")
+    assert all(torch.equal(a[k].tensor, b[k].tensor) for k in mod.LAYOUTS)
+    with pytest.raises(LaunchError, match="backend 'gluon' is not one of triton"):
+        find("mxfp8_nvte").quantize(x, backend="gluon")
+
+
+def test_hopper_casts_compile_for_sm90_without_spills():
+    """In a fresh process without the interpreter (the compile needs Triton's real front end)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).parent / "hopper_compile.py"
+    forms = ["mxfp4_cast_transpose_hw:1:2:1:0", "mxfp4_cast_transpose_hw:0:2:1:1", "mxfp4_cast_transpose_te:1:2:1:1",
+             "mxfp4_cast_transpose_te:0:4:2:0", "mxfp4_cast_transpose_hw:1:1:2:0"]
+    out = subprocess.run([sys.executable, str(script), "--casts", *forms], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for form, r in json.loads(out.stdout.splitlines()[-1]).items():
+        tiles = int(form.split(":")[3])
+        assert r["local"] == 0 and r["stack"] == 0, (form, r)
+        # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one
+        assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.U8": 4 * tiles}, (form, r)
+        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on)
+        assert r["lane_instructions_per_element"] < 20.5, (form, r)
