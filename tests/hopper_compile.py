@@ -130,7 +130,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED, FLAGS 0 or 1 for every layout option
         for arg in sys.argv[2:]:
             name, flags, warps, tiles, staged = arg.split(":")
-            options = dict.fromkeys(find(name, **{}).OPTIONS, flags == "1")
+            options = dict.fromkeys(find(name).OPTIONS, flags == "1")
             report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1")
         print(json.dumps(report))
         sys.exit(0)

@@ -177,7 +177,7 @@ def test_bf16x2_asm_matches_reference_in_the_ptx_model(name, direction):
     ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *ptx_model.pack_bf16(g(me)),
            *ptx_model.pack_bf16(g(nt))]
     out = ptx_model.run(asm, ops)
-    got = torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
+    got = _bytes(out)
     want = _pair_reference(variant, direction, lo, hi, mult)
     bad = got != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), int(e[i]), int(got[i]), int(want[i]))
@@ -269,7 +269,7 @@ def test_bf16x2_f32_asm_matches_reference_in_the_ptx_model(name, direction):
     kw = out.cpu().to(torch.int64) & 0xFFFFFFFF
     g = lambda t: t.reshape(-1, 4)  # noqa: E731
     ops = [None, *ptx_model.pack_bf16(g(lo)), *ptx_model.pack_bf16(g(hi)), *g(kw).unbind(1)]
-    got = torch.stack([(ptx_model.run(asm, ops) >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
+    got = _bytes(ptx_model.run(asm, ops))
     want = _pair_reference(variant, direction, lo, hi, mult)
     bad = got != want
     assert not bad.any(), [(hex(int(lo[i])), hex(int(hi[i])), float(mult[i]), int(got[i]), int(want[i]))
@@ -324,6 +324,7 @@ def _quads(t):
 
 
 def _bytes(out):
+    """An asm block's 32-bit results -> their bytes, lowest first."""
     return torch.stack([(out >> (8 * i)) & 0xFF for i in range(4)], dim=1).flatten()
 
 
