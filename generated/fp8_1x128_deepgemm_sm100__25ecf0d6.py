@@ -363,8 +363,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
     it takes precedence over region_m) override
     the tuned configuration; they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one
-    (the same bytes).
+    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "

@@ -357,8 +357,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
     it takes precedence over region_m; this segmented kernel ignores it) override
     the tuned configuration; they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one
-    (the same bytes).
+    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "

@@ -134,6 +134,16 @@ def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
     with pytest.raises(LaunchError, match="not whole 64x64 tiles with no padding"):
         mod.quantize(ragged, backend="gluon")
     assert calls == [(512, 768)]
+    # plain scale layouts (the scale pass): the Triton kernel below HOPPER_MIN_NUMEL elements, unless asked
+    mod = find(KERNELS[1], **dict.fromkeys(FLAGS, False))
+    calls.clear()
+    plain = mod._launch_hopper
+    monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or plain(x2, bufs, M, N, *form))
+    mod.quantize(x)
+    mod.quantize(x, backend="gluon")
+    big = inputs.normal(8192, 8192, seed=1).cuda()
+    mod.quantize(big)
+    assert calls == [(512, 768), (8192, 8192)]
 
 
 HOPPER_MUTATIONS = {
