@@ -363,6 +363,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
+    rows, cols = _extent(M, N)
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
@@ -371,7 +372,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 2x128 (the block shapes and tiled layouts)")
-    rows, cols = _extent(M, N)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)

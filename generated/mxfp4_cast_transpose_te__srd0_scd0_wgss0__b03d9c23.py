@@ -1305,10 +1305,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     _check(M, N)
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
+    rows, cols = _extent(M, N)
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass)
     if backend == "gluon" or (backend is None and all(v is None for v in settings) and M * N >= HOPPER_MIN_NUMEL):
-        rows, cols = _extent(M, N)
         why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
@@ -1323,7 +1323,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
-    rows, cols = _extent(M, N)
     idx64 = runtime.needs_int64(rows * max(cols, x2.stride(0)), *(b.numel() for b in bufs.values()))
     even = rows == M and cols == N and M % block_m == 0 and N % block_n == 0
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M, bufs["colwise_scale"])

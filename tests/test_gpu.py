@@ -121,10 +121,14 @@ def test_hopper_kernel_matches_triton_kernel_and_reference(mxfp4_kernels, kernel
 @sm90
 def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
     from quantlay.errors import LaunchError
-    mod = find(KERNELS[1], **dict.fromkeys(FLAGS, True))
     calls = []
-    launch = mod._launch_hopper
-    monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or launch(x2, bufs, M, N, *form))
+
+    def recorded(mod):  # the module, its Hopper launches recorded in calls as (M, N)
+        launch = mod._launch_hopper
+        monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or launch(x2, bufs, M, N, *form))
+        return mod
+
+    mod = recorded(find(KERNELS[1], **dict.fromkeys(FLAGS, True)))
     x = inputs.normal(512, 768, seed=1).cuda()
     mod.quantize(x)  # whole tiles: the Hopper kernel
     mod.quantize(x, block_m=64)  # launch settings given: the Triton kernel
@@ -135,10 +139,8 @@ def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
         mod.quantize(ragged, backend="gluon")
     assert calls == [(512, 768)]
     # plain scale layouts (the scale pass): the Triton kernel below HOPPER_MIN_NUMEL elements, unless asked
-    mod = find(KERNELS[1], **dict.fromkeys(FLAGS, False))
+    mod = recorded(find(KERNELS[1], **dict.fromkeys(FLAGS, False)))
     calls.clear()
-    plain = mod._launch_hopper
-    monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or plain(x2, bufs, M, N, *form))
     mod.quantize(x)
     mod.quantize(x, backend="gluon")
     big = inputs.normal(8192, 8192, seed=1).cuda()
