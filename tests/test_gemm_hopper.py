@@ -137,3 +137,12 @@ def test_the_ab_tool_names_bench_entries_and_refuses_a_missing_baseline(tmp_path
         assert name.split("fp8_gemm_")[1] in bench.gemm_entry(entry).name
     with pytest.raises(SystemExit, match="expected one fp8_gemm_fprop__"):
         gemm_ab.baseline(tmp_path, "fp8_gemm_fprop")
+
+
+def test_the_gpu_suites_planted_bugs_find_their_target_text():
+    """Each bug the GPU suite plants in a Hopper GEMM edits text its generated module has (see
+    tests/test_cast_hopper.py's test of the same name)."""
+    from test_gpu_gemm import HOPPER_MUTATIONS
+    for bug, (name, edits) in HOPPER_MUTATIONS.items():
+        src = Path(find(name).__file__).read_text()
+        assert all(old in src for old, _ in edits), bug
