@@ -194,13 +194,20 @@ def test_shape_and_buffer_errors():
 
 
 # ---- the tests can fail ----------------------------------------------------------------------------
-def mutated(name, edits, tmp_path, **options):
-    """The generated module of `name` (with `options`) with edits [(old, new)] (each target text must be there)."""
-    mod = find(name, **options)
-    src = open(mod.__file__).read()
+def edited(name, edits, **options):
+    """The text of the generated module of `name` (with `options`) with edits [(old, new)]; each target text
+    must be there."""
+    src = open(find(name, **options).__file__).read()
     for old, new in edits:
         assert old in src, f"the mutation's target text is gone from {name}: {old!r}"
         src = src.replace(old, new)
+    return src
+
+
+def mutated(name, edits, tmp_path, **options):
+    """The generated module of `name` (with `options`) with edits [(old, new)], imported (see `edited`)."""
+    mod = find(name, **options)
+    src = edited(name, edits, **options)
     path = tmp_path / f"mutant_{abs(hash((name, tuple(edits))))}.py"
     src = src.replace(f'NAME = "{mod.NAME}"', f'NAME = "{path.stem}"')  # its own custom op, not the module's
     path.write_text(src)
