@@ -337,6 +337,7 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         "bcast": [_bcast(j, len(plan.dims)) for j in range(len(plan.dims))] if plan else [],
         "tile_mult": tile_mult,
         "offset": offset.render(),
+        "sector_next": _sector_next(offset) if o.role == "data" and nbytes == 1 else None,
         "rows": rows.render(), "cols": cols.render(),
         "prows": prow.render(), "pcols": pcol.render(),
         "has_padding": has_pad,
@@ -361,6 +362,27 @@ def lower_output(o: OutputIR, d: DirectionIR, variant: VariantIR, sizes: SizeTab
         "requirements": reqs,
         "layout_doc": _layout_doc(o),
     }
+
+
+class _Sizes(dict):
+    """Every size a large power of two (the layouts' tiles divide it)."""
+    def __missing__(self, name):
+        return 1 << 12
+
+
+def _sector_next(offset: Expr) -> Optional[str]:
+    """Where the 16 bytes after a 16-byte run (r, c .. c + 15), r even and c a multiple of 32, lie in
+    an output's coordinates, so that both fill one aligned 32-byte sector: "cols" (r, c + 16 ..), "rows"
+    (r + 1, c ..), or None (elsewhere). A kernel storing 16-byte runs pairs its lanes by it."""
+    def at(r, c):
+        return offset.evaluate(_Sizes(r=r, c=c))
+    points = [(r, c) for r in (0, 2, 14, 18, 130) for c in (0, 32, 96, 512)]
+    if any(at(r, c) % 32 or at(r, c + j) != at(r, c) + j for r, c in points for j in range(16)):
+        return None
+    for name, (dr, dc) in (("cols", (0, 16)), ("rows", (1, 0))):
+        if all(at(r + dr, c + dc + j) == at(r, c) + 16 + j for r, c in points for j in range(16)):
+            return name
+    return None
 
 
 def _plain(e: Expr) -> str:

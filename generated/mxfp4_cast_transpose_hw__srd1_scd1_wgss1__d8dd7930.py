@@ -17,6 +17,7 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
@@ -992,11 +993,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
 def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, GRID_N,
                    BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
                    GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
-                   SCALE_PASS: gl.constexpr):
+                   SCALE_PASS: gl.constexpr, SL: gl.constexpr):
     """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
     tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
     GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
-    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel)."""
+    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel); SL: the
+    tile's shared layout (_hopper_smem)."""
     PM: gl.constexpr = BM // 2
     BNW: gl.constexpr = BN // 2
     if GRID_N_FIRST:
@@ -1017,7 +1019,6 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     ptrs = x_ptr + gl.expand_dims((pid_m * BM + 2 * p) * stride_w, 1) + gl.expand_dims(pid_t * (TILES * BNW) + j, 0)
     xe = gl.load(ptrs)
     xo = gl.load(ptrs + stride_w)
-    SL: gl.constexpr = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
     se = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
     so = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
     for t in gl.static_range(TILES):
@@ -1047,6 +1048,12 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper_smem(warps):
+    """The tile's shared layout: 16-byte units swizzled across the banks."""
+    return gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
+
+
 def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
     """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
     num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
@@ -1057,7 +1064,8 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
     grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, False, group)
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
-                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, num_warps=warps)
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
+                         num_warps=warps)
     if staged:
         _scale_passes(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
 

@@ -17,6 +17,7 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
@@ -979,7 +980,11 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     _hopper_rows(se, pid_m, 0, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, GRID_N, BM, BNW, W, SCALE_PASS)
     _hopper_rows(so, pid_m, 1, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, GRID_N, BM, BNW, W, SCALE_PASS)
     # colwise: a thread holds 16 row pairs (one block of 32 rows) of one word column (columns 2j, 2j + 1)
-    C: gl.constexpr = gl.BlockedLayout([16, 1], [1, 32], [W, 1], [0, 1])
+    # lane pairs hold a column's next two blocks: one store request writes whole 32-byte sectors
+    if W > 1:
+        C: gl.constexpr = gl.BlockedLayout([16, 1], [2, 16], [W // 2, 2], [0, 1])
+    else:
+        C: gl.constexpr = gl.BlockedLayout([16, 1], [1, 32], [1, 1], [0, 1])
     lo = gl.reshape(se.load(C), [PM // 16, 16, BNW])
     hi = gl.reshape(so.load(C), [PM // 16, 16, BNW])
     m = _max_u16x2(gl.reduce(_max_u16x2(lo, hi), 1, _max_u16x2) & 0x7FFF7FFF,
@@ -1028,11 +1033,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
 def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, GRID_N,
                    BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
                    GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
-                   SCALE_PASS: gl.constexpr):
+                   SCALE_PASS: gl.constexpr, SL: gl.constexpr):
     """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
     tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
     GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
-    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel)."""
+    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel); SL: the
+    tile's shared layout (_hopper_smem)."""
     PM: gl.constexpr = BM // 2
     BNW: gl.constexpr = BN // 2
     if GRID_N_FIRST:
@@ -1053,7 +1059,6 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     ptrs = x_ptr + gl.expand_dims((pid_m * BM + 2 * p) * stride_w, 1) + gl.expand_dims(pid_t * (TILES * BNW) + j, 0)
     xe = gl.load(ptrs)
     xo = gl.load(ptrs + stride_w)
-    SL: gl.constexpr = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
     se = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
     so = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
     for t in gl.static_range(TILES):
@@ -1083,6 +1088,16 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper_smem(warps):
+    """The tile's shared layout ([stages, 16 warps, 32] words): word w of row pair p at p * 32 + (w XOR a
+    swizzle of p), so that the rows' 16-byte stores and the colwise reads (lane pairs 16 row pairs apart)
+    fall in distinct banks."""
+    pm = 16 * warps
+    off = {p * 32 + (w ^ (4 * ((p % 8) ^ (4 * (p >> 4 & 1))))): [p, w] for p in range(pm) for w in range(32)}
+    return gl.SharedLinearLayout([off[1 << b] for b in range((pm * 32).bit_length() - 1)])
+
+
 def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
     """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
     num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
@@ -1093,7 +1108,8 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
     grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, False, group)
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
-                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, num_warps=warps)
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
+                         num_warps=warps)
     if staged:
         _scale_passes(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
 

@@ -65,7 +65,8 @@ def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **op
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
     return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // 64,
                                      BM=32 * warps, BN=64, W=warps, TILES=tiles, GRID_N_FIRST=False, GRID_GROUP=4,
-                                     IDX64=False, SCALE_PASS=staged, num_warps=warps, grid=(1,))
+                                     IDX64=False, SCALE_PASS=staged, SL=mod._hopper_smem(warps),
+                                     num_warps=warps, grid=(1,))
 
 
 def sass_ops(cubin: bytes):

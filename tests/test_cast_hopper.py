@@ -31,6 +31,25 @@ def test_hopper_kernels_exist_for_the_mxfp4_cast_transposes_only():
             mod.HOPPER_MIN_NUMEL > 0), (k, o)
 
 
+def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():
+    """The lowering derives from each layout where the 16 bytes after a thread's run lie: along the row (the
+    plain transpose: the Hopper kernel's lane pairs hold a column's next two blocks, so a store writes whole
+    sectors), in the next row (preshuffle16x16: the unpaired form), or neither (6-bit codes)."""
+    from quantlay.lower import lower
+    from quantlay.spec import shipped_kernels
+    kernels = shipped_kernels()
+    for name in ("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"):
+        for variant in kernels[name].variants():
+            opts = dict(variant.options)
+            nxt = {o["key"]: o["sector_next"] for o in lower(variant)["outputs"] if o["role"] == "data"}
+            assert nxt == {"rowwise_data": "rows" if opts["shuffle_rowwise_data"] else "cols",
+                           "colwise_data": "rows" if opts["shuffle_columnwise_data"] else "cols"}, opts
+            source = Path(find(name, **opts).__file__).read_text()
+            paired = "gl.BlockedLayout([16, 1], [2, 16], [W // 2, 2], [0, 1])" in source
+            assert paired == (not opts["shuffle_columnwise_data"]), opts
+    assert {o["sector_next"] for o in lower(kernels["mxfp6_e2m3"].variants()[0])["outputs"]} == {None}
+
+
 def test_backend_choice_and_errors():
     mod = find("mxfp4_cast_transpose_te", **dict.fromkeys(FLAGS, True))
     x = torch.randn(256, 256, dtype=torch.bfloat16, device=DEVICE)
