@@ -1238,9 +1238,9 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
 
 @functools.lru_cache(maxsize=None)
 def _hopper_smem(warps):
-    """The tile's shared layout ([stages, 16 warps, 32] words): word w of row pair p at p * 32 + (w XOR a
-    swizzle of p), so that the rows' 16-byte stores and the colwise reads (lane pairs 16 row pairs apart)
-    fall in distinct banks."""
+    """The tile's shared layout (a stage: [16 num_warps row pairs, 32] words): word w of row pair p at p * 32 +
+    (w XOR a swizzle of p), so that the rows' 16-byte stores and the colwise reads (lane pairs 16 row pairs
+    apart) fall in distinct banks."""
     pm = 16 * warps
     off = {p * 32 + (w ^ (4 * ((p % 8) ^ (4 * (p >> 4 & 1))))): [p, w] for p in range(pm) for w in range(32)}
     return gl.SharedLinearLayout([off[1 << b] for b in range((pm * 32).bit_length() - 1)])
