@@ -8,6 +8,7 @@ rendered from the same `Expr` trees the tests evaluate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -370,6 +371,7 @@ class _Sizes(dict):
         return 1 << 12
 
 
+@functools.lru_cache(maxsize=None)
 def _sector_next(offset: Expr) -> Optional[str]:
     """Where the 16 bytes after a 16-byte run (r, c .. c + 15), r even and c a multiple of 32, lie in
     an output's coordinates, so that both fill one aligned 32-byte sector: "cols" (r, c + 16 ..), "rows"
