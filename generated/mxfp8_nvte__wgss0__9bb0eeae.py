@@ -290,7 +290,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
     SCALE_PASS: each tile's scale values go, whole, to a scratch buffer in place of the scale outputs (tile
-    pid_m * GRID_N + pid_n), which _scale_pass_<key> then moves into the layouts: a tile gives each row of
+    pid_m * GRID_N + pid_n), which _scale_pass then moves into the layouts: a tile gives each row of
     a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
     L2 (speed only, same bytes; exclusive with REGION_M).
     """
@@ -414,26 +414,21 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
 @triton.jit
-def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-        PDL: tl.constexpr):
-    """rowwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
-    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
-    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers).
-    PDL (compiled for sm_90): launched as the previous grid's programmatic dependent, so its programs are
-    resident when that grid ends; griddepcontrol.wait returns once it has completed and its stores are
-    visible (the previous grid is the cast, or the pass before this one, which waited for the cast)."""
+def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """rowwise_scale from the scale pass's scratch into its layout: block q (row-major) of BR x BC of the tile
+    coordinates (ti, tj) the kernel's store would take, read from the tiles that computed them and stored
+    through the layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid
+    covers)."""
     T0: tl.constexpr = BLOCK_M
     T1: tl.constexpr = BLOCK_N // 32
-    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
-    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    nb = tl.cdiv(EXT1, BC)
+    ti = (q // nb) * BR + tl.arange(0, BR)[:, None]
+    tj = (q % nb) * BC + tl.arange(0, BC)[None, :]
     if IDX64:
         ti = ti.to(tl.int64)
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
     val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
     r = ti
@@ -442,31 +437,48 @@ def _scale_pass_rowwise_scale(src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID_N, 
 
 
 @triton.jit
-def _scale_pass_colwise_scale(src_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-        PDL: tl.constexpr):
-    """colwise_scale from the scale pass's scratch into its layout: a BR x BC block of the tile coordinates
-    (ti, tj) the kernel's store would take, read from the tiles that computed them and stored through the
-    layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid covers).
-    PDL (compiled for sm_90): launched as the previous grid's programmatic dependent, so its programs are
-    resident when that grid ends; griddepcontrol.wait returns once it has completed and its stores are
-    visible (the previous grid is the cast, or the pass before this one, which waited for the cast)."""
+def _scale_block_colwise_scale(q, src_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N, EXT0, EXT1,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """colwise_scale from the scale pass's scratch into its layout: block q (row-major) of BR x BC of the tile
+    coordinates (ti, tj) the kernel's store would take, read from the tiles that computed them and stored
+    through the layout's own index arithmetic, padding and masks (EXT0 x EXT1: every cell the kernel's grid
+    covers)."""
     T0: tl.constexpr = BLOCK_M // 32
     T1: tl.constexpr = BLOCK_N
-    ti = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
-    tj = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    nb = tl.cdiv(EXT1, BC)
+    ti = (q // nb) * BR + tl.arange(0, BR)[:, None]
+    tj = (q % nb) * BC + tl.arange(0, BC)[None, :]
     if IDX64:
         ti = ti.to(tl.int64)
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
     val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
     r = ti
     c = tj
     tl.store(colwise_scale_ptr + ((r * N) + c), (val).to(tl.uint8), mask=(r < s1) & (c < N) & inside)
+
+
+@triton.jit
+def _scale_pass(src0_ptr, rowwise_scale_ptr, src1_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
+        EXT0_0, EXT1_0, EXT0_1, EXT1_1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        IDX64: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, PDL: tl.constexpr):
+    """Every scale output from the scratch (src<k>) into its layout in one launch, the blocks of output k
+    after those of output k - 1 (_scale_block_<key>). PDL (compiled for sm_90): launched as the cast's
+    programmatic dependent, so its programs are resident when the cast ends; griddepcontrol.wait returns
+    once the cast has completed and its stores are visible."""
+    q = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    end0 = tl.cdiv(EXT0_0, BR) * tl.cdiv(EXT1_0, BC)  # rowwise_scale's blocks end
+    end1 = end0 + tl.cdiv(EXT0_1, BR) * tl.cdiv(EXT1_1, BC)  # colwise_scale's blocks end
+    if q < end0:
+        _scale_block_rowwise_scale(q, src0_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID_N,
+            EXT0_0, EXT1_0, BLOCK_M, BLOCK_N, IDX64, BR, BC)
+    elif q < end1:
+        _scale_block_colwise_scale(q - end0, src1_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
+            EXT0_1, EXT1_1, BLOCK_M, BLOCK_N, IDX64, BR, BC)
 
 
 def _scale_tiles(block_m, block_n):
@@ -482,20 +494,18 @@ def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
 
 
 def _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
-    """The staged scales into their layouts, 64x64 tile coordinates a program. On sm_90 (hw) each pass is the
-    previous grid's programmatic dependent (it waits under PDL): its programs are resident when that grid
-    ends instead of launching after it drains."""
+    """The staged scales into their layouts: one launch of _scale_pass, 64x64 tile coordinates a program. On
+    sm_90 (hw) it is the cast's programmatic dependent (it waits under PDL): its programs are resident when
+    the cast ends instead of launching after it drains."""
     tiles = _scale_tiles(block_m, block_n)
-    sizes = _sizes(M, N)
     pdl = {"launch_pdl": True} if hw else {}
-    ext0, ext1 = grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]
-    _scale_pass_rowwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-        scratch["rowwise_scale"], bufs["rowwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
-    ext0, ext1 = grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]
-    _scale_pass_colwise_scale[(triton.cdiv(ext0, 64), triton.cdiv(ext1, 64))](
-        scratch["colwise_scale"], bufs["colwise_scale"], M, N, *sizes, grid_n, ext0, ext1, BLOCK_M=block_m,
-        BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64, PDL=hw, num_warps=4, **pdl)
+    ext = []  # each output's extent in tile coordinates
+    ext += [grid_m * tiles["rowwise_scale"][0], grid_n * tiles["rowwise_scale"][1]]
+    ext += [grid_m * tiles["colwise_scale"][0], grid_n * tiles["colwise_scale"][1]]
+    programs = sum(triton.cdiv(e0, 64) * triton.cdiv(e1, 64) for e0, e1 in zip(ext[::2], ext[1::2]))
+    _scale_pass[(programs,)](scratch["rowwise_scale"], bufs["rowwise_scale"], scratch["colwise_scale"], bufs["colwise_scale"], M, N,
+                             *_sizes(M, N), grid_n, *ext, BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64,
+                             PDL=hw, num_warps=4, **pdl)
 
 
 def _sizes(M, N):
