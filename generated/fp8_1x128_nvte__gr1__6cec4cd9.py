@@ -249,8 +249,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
@@ -527,6 +529,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged

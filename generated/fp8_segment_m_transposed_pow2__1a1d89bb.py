@@ -225,6 +225,9 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now
+        tl.extra.cuda.gdc_launch_dependents()
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Segmented rows (docs/formats-and-layouts.md §4): the program's BLOCK_M rows are padded output rows of one group.
@@ -387,6 +390,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT), and the dependent launch that waits with one
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     # the row map of every block of padded rows, on the device (no host sync), read by each program
     T = triton.cdiv(rows, 128)
     seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
@@ -396,8 +401,6 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
-    if hw:
-        kwargs["launch_pdl"] = True
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

@@ -506,8 +506,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     if REGION_M > 1:  # a column of REGION_M tiles, one after another (the launcher checks EVEN)
         WB: tl.constexpr = REGION_M * (BLOCK_M // 32)  # colwise_scale bytes per row of the region: 2, 4 or 8
         WT: tl.constexpr = tl.int64 if WB == 8 else (tl.int32 if WB == 4 else tl.int16)
@@ -1198,6 +1200,10 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     if IDX64:
         pid_m = pid_m.to(gl.int64)
         pid_t = pid_t.to(gl.int64)
+    # launched as a programmatic dependent: the next grid may launch now; x is read once the previous grid
+    # has completed
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
     LA: gl.constexpr = gl.BlockedLayout([1, 4], [32 // (BNW // 4), BNW // 4], [W, 1], [1, 0])
     p = gl.arange(0, PM, layout=gl.SliceLayout(1, LA))
     j = gl.arange(0, BNW, layout=gl.SliceLayout(0, LA))
@@ -1250,7 +1256,7 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
-                         num_warps=warps)
+                         num_warps=warps, launch_pdl=True)
     if staged:
         _scale_passes(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
 
@@ -1351,6 +1357,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 32)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged

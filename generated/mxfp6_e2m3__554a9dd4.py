@@ -286,8 +286,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     if REGION_M > 1:  # a column of REGION_M tiles, one after another (the launcher checks EVEN)
         WB: tl.constexpr = REGION_M * (BLOCK_M // 32)  # colwise_scale bytes per row of the region: 2, 4 or 8
         WT: tl.constexpr = tl.int64 if WB == 8 else (tl.int32 if WB == 4 else tl.int16)
@@ -991,6 +993,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     kwargs["WORDS6"] = (N % 16 == 0 and bufs["rowwise_data"].data_ptr() % 4 == 0 and M % 16 == 0 and bufs["colwise_data"].data_ptr() % 4 == 0)
     # and as 16-byte vectors where rows are whole 48-byte chunks (64 codes) on 16-byte aligned buffers
     kwargs["VEC6"] = (N % 64 == 0 and bufs["rowwise_data"].data_ptr() % 16 == 0 and M % 64 == 0 and bufs["colwise_data"].data_ptr() % 16 == 0)
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged

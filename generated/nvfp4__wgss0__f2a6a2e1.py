@@ -559,8 +559,10 @@ def _quantize_kernel(x_ptr, ts_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     ts = tl.load(ts_ptr)  # the per-tensor scale (two-level scaling)
     # the bf16x2 encoders need every multiplier (1 / ts) / scale finite and positive (or a NaN block's):
     # ts > 2^-122; otherwise (and for a NaN ts) the fp32 encoders, in a branch of their own so that
@@ -1243,6 +1245,8 @@ def quantize(x, tensor_scale=None, out=None, block_m=None, block_n=None, num_war
     kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 16)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged

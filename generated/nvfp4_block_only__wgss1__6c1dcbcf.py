@@ -511,8 +511,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     if IDX64:  # 64-bit offsets only when a buffer reaches 2^31 elements
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
-    if SCALE_PASS and HW_CVT:  # the scale pass is this grid's programmatic dependent: it may launch now
+    if HW_CVT:  # sm_90, launched as a programmatic dependent: the next grid (the scale pass, or the next
+        # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
     # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
@@ -822,6 +824,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     kwargs["PAIR_RUN"] = runtime.pair_run(block_m, block_n, cfg["num_warps"], 16)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
+    if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
+        kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
