@@ -41,7 +41,7 @@ HOPPER_CONFIG = (2, 4, 1, True)
 # The default takes it from this many elements of x on: below, with the scale pass, it ran slower than the Triton
 # kernel (H200, every layout flag off: 4096x6144 55.1-59.2% of a copy against 59.0-60.9%; 8192x8192 67.1-69.1
 # against 63.6-66.3%), whose scales need no second launch
-HOPPER_MIN_NUMEL = 67108864
+HOPPER_MIN_NUMEL = 4194304
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)

@@ -27,7 +27,7 @@ def test_hopper_kernels_exist_for_the_mxfp4_cast_transposes_only():
     # the default takes it for any whole-tile size where its scales need no pass, else from 2^26 elements on
     for k, o in have:
         mod = find(k, **o)
-        assert mod.HOPPER_MIN_NUMEL == (0 if o["with_gemm_swizzled_scales"] else 2 ** 26) and mod.HOPPER_CONFIG[3] == (
+        assert mod.HOPPER_MIN_NUMEL == (0 if o["with_gemm_swizzled_scales"] else 2 ** 22) and mod.HOPPER_CONFIG[3] == (
             mod.HOPPER_MIN_NUMEL > 0), (k, o)
 
 
