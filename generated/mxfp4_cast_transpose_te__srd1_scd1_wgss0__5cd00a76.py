@@ -38,10 +38,6 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 64  # what the blocks and tiled layouts
 # plain (measured on the H200: storing them directly ran 41-44% of a copy against 57-70%; where they are
 # swizzled the pass cost 9-16 points)
 HOPPER_CONFIG = (2, 4, 1, True)
-# The default takes it from this many elements of x on: below, with the scale pass, it ran slower than the Triton
-# kernel (H200, every layout flag off: 4096x6144 55.1-59.2% of a copy against 59.0-60.9%; 8192x8192 67.1-69.1
-# against 63.6-66.3%), whose scales need no second launch
-HOPPER_MIN_NUMEL = 4194304
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -1316,7 +1312,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     it takes precedence over region_m) override
     the tuned configuration; they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
-    whole tiles of at least HOPPER_MIN_NUMEL elements unless launch settings are given; elsewhere
+    whole tiles unless launch settings are given; elsewhere
     the Triton kernel); "triton" or "gluon" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -1330,7 +1326,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     rows, cols = _extent(M, N)
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass)
-    if backend == "gluon" or (backend is None and all(v is None for v in settings) and M * N >= HOPPER_MIN_NUMEL):
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
         why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)

@@ -24,11 +24,9 @@ def test_hopper_kernels_exist_for_the_mxfp4_cast_transposes_only():
     casts = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")]
     have = [(k, o) for k, o in casts if "gluon" in find(k, **o).BACKENDS]
     assert len(have) == 16 and {k for k, _ in have} == {"mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"}
-    # the default takes it for any whole-tile size where its scales need no pass, else from 2^26 elements on
+    # the scale pass exactly where a scale layout is plain (not swizzled)
     for k, o in have:
-        mod = find(k, **o)
-        assert mod.HOPPER_MIN_NUMEL == (0 if o["with_gemm_swizzled_scales"] else 2 ** 22) and mod.HOPPER_CONFIG[3] == (
-            mod.HOPPER_MIN_NUMEL > 0), (k, o)
+        assert find(k, **o).HOPPER_CONFIG[3] == (not o["with_gemm_swizzled_scales"]), (k, o)
 
 
 def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():

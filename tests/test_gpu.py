@@ -138,14 +138,12 @@ def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
     with pytest.raises(LaunchError, match="not whole 64x64 tiles with no padding"):
         mod.quantize(ragged, backend="gluon")
     assert calls == [(512, 768)]
-    # plain scale layouts (the scale pass): the Triton kernel below HOPPER_MIN_NUMEL elements, unless asked
+    # plain scale layouts (the scale pass): the Hopper kernel at every whole-tile size too
     mod = recorded(find(KERNELS[1], **dict.fromkeys(FLAGS, False)))
     calls.clear()
     mod.quantize(x)
-    mod.quantize(x, backend="gluon")
-    big = inputs.normal(8192, 8192, seed=1).cuda()
-    mod.quantize(big)
-    assert calls == [(512, 768), (8192, 8192)]
+    mod.quantize(x, block_m=64)
+    assert calls == [(512, 768)]
 
 
 HOPPER_MUTATIONS = {
