@@ -1,0 +1,64 @@
+"""Time this tree's casts against copies of earlier generated modules (GPU), in one process, on the same
+seeded inputs, outputs compared bit for bit (a speed change never changes bytes).
+
+    mkdir /tmp/base && for f in $(git ls-files 'generated/*.py'); do git show REV:$f > /tmp/base/${f#generated/}; done
+    python bench/cast_ab.py /tmp/base [/tmp/base2 ...] [--kernels mxfp4_cast_transpose_te@off,...]
+                            [--shapes 16384x8192,4096x6144] [--backend gluon|triton]
+
+A kernel is KERNEL[@off] (bench/named.py: every option on, or off). Each call is `quantize(x)` as users make
+it (the launcher's own choice of kernel and configuration) unless --backend is given; each version is timed
+twice, alternating, and the faster time kept. Prints % of a copy measured in the same process.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import named  # noqa: E402  (bench/named.py: shipped kernels by name, copies of generated modules)
+from quantlay import inputs  # noqa: E402
+from quantlay.bench import bytes_moved, copy_gbps, time_call  # noqa: E402
+
+KERNELS = ("mxfp4_cast_transpose_hw,mxfp4_cast_transpose_hw@off,mxfp4_cast_transpose_te,"
+           "mxfp4_cast_transpose_te@off,mxfp8_nvte,mxfp8_nvte@off,fp8_1x128_rocm_te")
+
+
+def raw(t):
+    """An output's bytes (QuantizedTensor or tensor), for a bit-for-bit comparison."""
+    return getattr(t, "tensor", t).contiguous().view(torch.uint8)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("baselines", nargs="+", help="folders of earlier generated modules (same file names)")
+    p.add_argument("--kernels", default=KERNELS)
+    p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
+    p.add_argument("--backend", default=None, choices=("gluon", "triton"))
+    a = p.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
+    kw = {"backend": a.backend} if a.backend else {}
+    copy = copy_gbps()
+    print(f"{torch.cuda.get_device_name()}; copy {copy:.0f} GB/s; versions: tree, "
+          + ", ".join(a.baselines), flush=True)
+    for name in a.kernels.split(","):
+        kernel, mod = named.shipped(name)
+        mods = [("tree", mod)] + [(d, named.module_copy(str(Path(d) / Path(mod.__file__).name))) for d in a.baselines]
+        for M, N in shapes:
+            x = inputs.normal(M, N, seed=0).cuda()
+            args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
+            outs = [m.quantize(x, *args, **kw) for _, m in mods]
+            same = all(torch.equal(raw(o[k]), raw(outs[0][k])) for o in outs[1:] for k in outs[0])
+            moved = bytes_moved(x, [v for k, v in outs[0].items() if k != "tensor_scale"])
+            best = [float("inf")] * len(mods)
+            for _ in range(2):
+                for i, (_, m) in enumerate(mods):
+                    best[i] = min(best[i], time_call(lambda m=m: m.quantize(x, *args, **kw))[0])
+            pct = [100 * moved / (t * 1e-3) / 1e9 / copy for t in best]
+            print(f"{name:34s} {M}x{N:<6d} " + "  ".join(f"{v} {q:5.1f}% ({t * 1e3:6.1f} us)" for (v, _), q, t
+                                                          in zip(mods, pct, best)) + ("" if same else "  BYTES DIFFER"),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
