@@ -862,7 +862,7 @@ def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
             for k, (t0, t1) in _scale_tiles(block_m, block_n).items()}
 
 
-def _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
+def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
     """The staged scales into their layouts: one launch of _scale_pass, 64x64 tile coordinates a program. On
     sm_90 (hw) it is the cast's programmatic dependent (it waits under PDL): its programs are resident when
     the cast ends instead of launching after it drains."""
@@ -1254,7 +1254,7 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
                          num_warps=warps, launch_pdl=True)
     if staged:
-        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
 
 
 def _sizes(M, N):
@@ -1363,7 +1363,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], REGION_M=region, **kwargs)
     if staged:
-        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result

@@ -726,7 +726,7 @@ def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
             for k, (t0, t1) in _scale_tiles(block_m, block_n).items()}
 
 
-def _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
+def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
     """The staged scales into their layouts: one launch of _scale_pass, 64x64 tile coordinates a program. On
     sm_90 (hw) it is the cast's programmatic dependent (it waits under PDL): its programs are resident when
     the cast ends instead of launching after it drains."""
@@ -834,7 +834,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
     if staged:
-        _scale_passes(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result
