@@ -145,9 +145,11 @@ def _encode_rowwise(q):
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
 # sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
 # block, whose multiplier is NaN) is the multiplier compared with itself.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 12 steps.)
+# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 # Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
 # tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
+# The keep masks are 0x7FFF, so one lop3 takes |q| and sets that bit (before the saturating min: the
+# format's max with that bit set still rounds to the max).
 _BF16X2_ROWWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
@@ -155,10 +157,11 @@ mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
 set.eq.u32.bf16x2 k0, $5, $5;
 set.eq.u32.bf16x2 k1, $6, $6;
+and.b32 k0, k0, 0x7FFF7FFF;
+and.b32 k1, k1, 0x7FFF7FFF;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -168,9 +171,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -180,9 +182,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -192,9 +193,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -300,9 +300,11 @@ def _encode_colwise(q):
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
 # sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
 # block, whose multiplier is NaN) is the multiplier compared with itself.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 12 steps.)
+# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
 # Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
 # tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
+# The keep masks are 0x7FFF, so one lop3 takes |q| and sets that bit (before the saturating min: the
+# format's max with that bit set still rounds to the max).
 _BF16X2_COLWISE = tl.constexpr("""{
 .reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
 mov.b32 kmax, 0x40C040C0;
@@ -310,10 +312,11 @@ mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
 set.eq.u32.bf16x2 k0, $5, $5;
 set.eq.u32.bf16x2 k1, $6, $6;
+and.b32 k0, k0, 0x7FFF7FFF;
+and.b32 k1, k1, 0x7FFF7FFF;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -323,9 +326,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -335,9 +337,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, k0, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k0, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -347,9 +348,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, k1, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, k1, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -890,7 +890,7 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
 
 
 # The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
-# half: the multiplier's bf16 pattern, the sign threshold -T and the keep mask (0xFFFF, or 0 in a NaN block).
+# half: the multiplier's bf16 pattern, the sign threshold -T and the keep mask (0x7FFF, or 0 in a NaN block).
 # rowwise: $1..$4 four words of a row block (elements 2k, 2k + 1), $5..$8 multipliers, $9..$12 thresholds,
 # $13..$16 keep masks; $0: their four code bytes (byte k: word k's elements, the even one in the low nibble).
 _HOPPER_ROW_ASM = gl.constexpr("""{
@@ -899,9 +899,8 @@ mov.b32 kmax, 0x40C040C0;
 mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
 mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, $13, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $13, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -911,9 +910,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $9;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, $14, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $14, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -923,9 +921,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $10;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $3, $7;
-lop3.b32 a, q, $15, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $15, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -935,9 +932,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $11;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $4, $8;
-lop3.b32 a, q, $16, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $16, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -966,9 +962,8 @@ mov.b32 kmin, 0x3F803F80;
 mov.b32 kcode, 0x00800080;
 .reg .b32 y0, y1, y2, y3;
 mul.rn.bf16x2 q, $2, $10;
-lop3.b32 a, q, $18, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $18, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -978,9 +973,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $14;
 lop3.b32 e0, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $6, $10;
-lop3.b32 a, q, $18, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $18, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -992,9 +986,8 @@ lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y0, w0, 16, e0;
 shr.u32 y0, y0, 6;
 mul.rn.bf16x2 q, $3, $11;
-lop3.b32 a, q, $19, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $19, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1004,9 +997,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $15;
 lop3.b32 e1, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $7, $11;
-lop3.b32 a, q, $19, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $19, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1018,9 +1010,8 @@ lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y1, w1, 16, e1;
 shr.u32 y1, y1, 6;
 mul.rn.bf16x2 q, $4, $12;
-lop3.b32 a, q, $20, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $20, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1030,9 +1021,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $4, $16;
 lop3.b32 e2, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $8, $12;
-lop3.b32 a, q, $20, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $20, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1044,9 +1034,8 @@ lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y2, w2, 16, e2;
 shr.u32 y2, y2, 6;
 mul.rn.bf16x2 q, $5, $13;
-lop3.b32 a, q, $21, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $21, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1056,9 +1045,8 @@ mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $5, $17;
 lop3.b32 e3, c, z, 0x02000200, 0xF8;
 mul.rn.bf16x2 q, $9, $13;
-lop3.b32 a, q, $21, 0x7FFF7FFF, 0x80;
+lop3.b32 a, q, $21, 0x00010001, 0xEA;
 min.bf16x2 a, a, kmax;
-or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
 max.bf16x2 t, t, kmin;
 add.u32 m, t, 0x03000300;
@@ -1088,8 +1076,19 @@ def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
     the first block and high half in the second: (multipliers, sign thresholds, keep masks)."""
     k = (kw_lo & 0xFFFF) | (kw_hi << 16)
     thr = ((kw_lo >> 16) & 0xFFFF) | (kw_hi & -65536)
-    keep = tl.where(mult_lo == mult_lo, 0xFFFF, 0) | tl.where(mult_hi == mult_hi, -65536, 0)
+    keep = tl.where(mult_lo == mult_lo, 0x7FFF, 0) | tl.where(mult_hi == mult_hi, 0x7FFF0000, 0)
     return k, thr, keep
+
+
+@triton.jit
+def _index(i):
+    """A layout index (never negative) as unsigned of its width: each layout // and % by a power of two is
+    then one shift or mask (a signed one needs a sign fix-up)."""
+    if i.dtype == tl.int64:
+        u = i.to(tl.uint64)
+    else:
+        u = i.to(tl.uint32)
+    return u
 
 
 @gluon.jit
@@ -1114,8 +1113,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     jk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
     ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
     tj = gl.expand_dims(gl.expand_dims(pid_n * BNW + 16 * jb, 0), 2) + gl.expand_dims(gl.expand_dims(jk, 0), 1)
-    r = ti
-    c = tj
+    r = _index(ti)
+    c = _index(tj)
     gl.store(rowwise_data_ptr + ((r * s0) + c), b)
     LS: gl.constexpr = e.type.layout
     rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
@@ -1125,8 +1124,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     else:
         ti = pid_m * BM + rr
         tj = pid_n * (BNW // 16) + cb
-        r = ti
-        c = tj
+        r = _index(ti)
+        c = _index(tj)
         gl.store(rowwise_scale_ptr + ((r * s1) + c), e.to(gl.uint8))
 
 
@@ -1162,12 +1161,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     tj = gl.expand_dims(gl.expand_dims(pid_m * PM + 16 * blk, 1) + gl.expand_dims(kk, 0), 2)
     n = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j, 0), 1)
     ti = n
-    r = ti
-    c = tj
+    r = _index(ti)
+    c = _index(tj)
     gl.store(colwise_data_ptr + ((r * s2) + c), be)
     ti = n + 1
-    r = ti
-    c = tj
+    r = _index(ti)
+    c = _index(tj)
     gl.store(colwise_data_ptr + ((r * s2) + c), bo)
     LS: gl.constexpr = e0.type.layout
     blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
@@ -1179,12 +1178,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     else:
         tj = pid_m * (PM // 16) + blk
         ti = pid_n * BN + nn
-        r = ti
-        c = tj
+        r = _index(ti)
+        c = _index(tj)
         gl.store(colwise_scale_ptr + ((r * s3) + c), e0.to(gl.uint8))
         ti = pid_n * BN + nn + 1
-        r = ti
-        c = tj
+        r = _index(ti)
+        c = _index(tj)
         gl.store(colwise_scale_ptr + ((r * s3) + c), e1.to(gl.uint8))
 
 

@@ -76,14 +76,17 @@ def test_hopper_casts_compile_for_sm90_without_spills():
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
         # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one
         assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.U8": 4 * tiles}, (form, r)
-        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on)
-        assert r["lane_instructions_per_element"] < 20.5, (form, r)
+        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on); this kernel 17.9-18.9
+        # (20.4 before the ties-away encoder folded its tie bit, 19.4 before unsigned layout indices)
+        assert r["lane_instructions_per_element"] < 19.2, (form, r)
 
 
 def test_the_gpu_suites_planted_bugs_find_their_target_text():
     """Each bug the GPU suite plants in the Hopper cast edits text its generated module has: a template change
     that moves such text fails here, before a GPU run would report a planted-bug test as broken."""
     from test_gemm import edited
-    from test_gpu import HOPPER_MUTATIONS, KERNELS
+    from test_gpu import HOPPER_MUTATIONS, KERNELS, PDL_MUTATIONS
     for edits in HOPPER_MUTATIONS.values():
         edited(KERNELS[0], edits, **dict.fromkeys(FLAGS, True))
+    for name, opts, edits in PDL_MUTATIONS.values():
+        edited(name, edits, **opts)
