@@ -3,6 +3,8 @@ import itertools
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from quantlay import inputs, reference
 from quantlay.generated import find
@@ -169,3 +171,66 @@ def test_hopper_planted_bugs_are_caught(mxfp4_kernels, bug, tmp_path):
     ref = reference.quantize(variant, x)
     wrong = [_hopper_wrong(m, x, ref, form) for form in HOPPER_FORMS]
     assert any(wrong), f"the suite misses: {bug}"
+
+
+# ---- programmatic dependent launch: a cast reads x only once the grid before it has completed -------------
+@triton.jit
+def _write_late(dst_ptr, src_ptr, n, DELAY_NS: tl.constexpr, BLOCK: tl.constexpr):
+    """Lets the next grid launch at once (griddepcontrol.launch_dependents), then copies src into dst after
+    DELAY_NS: a cast launched after it that read x before this grid completed would read the old x."""
+    tl.extra.cuda.gdc_launch_dependents()
+    t = tl.extra.cuda.globaltimer()
+    end = t + DELAY_NS
+    while t < end:
+        t = tl.extra.cuda.globaltimer()
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+# (kernel, options, call): each kind of cast the launchers start as a programmatic dependent
+PDL_CASTS = {
+    "triton": ("mxfp8_nvte", {}, lambda m, x: m.quantize(x)),
+    "triton with the scale pass": (KERNELS[1], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x, backend="triton")),
+    "fused 1x128": ("fp8_1x128_rocm_te", {}, lambda m, x: m.quantize(x)),
+    "hopper": (KERNELS[1], dict.fromkeys(FLAGS, True), lambda m, x: m.quantize(x)),
+    "hopper with the scale pass": (KERNELS[0], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x)),
+    "segmented": ("fp8_segment_m", {"fused_rowwise": True},
+                  lambda m, x: m.quantize(x, torch.tensor([300, 0, 724], device="cuda"))),
+}
+
+
+def _raced(mod, call, shape=(1024, 1024)):
+    """`call` on an x that a _write_late grid writes 200 us after it lets the cast launch, against the same
+    call on that x in a synchronized stream: the outputs (and extras) that differ."""
+    final = inputs.normal(*shape, seed=7).cuda()
+    want = call(mod, final)
+    torch.cuda.synchronize()
+    x = torch.zeros_like(final)
+    n, block = x.numel(), 4096
+    _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=200_000, BLOCK=block)
+    got = call(mod, x)
+    torch.cuda.synchronize()
+    bad = [k for k in want.keys() if not torch.equal(got[k].tensor, want[k].tensor)]
+    return bad + [k for k in want.extras if not torch.equal(got.extras[k], want.extras[k])]
+
+
+@sm90
+@pytest.mark.parametrize("kind", sorted(PDL_CASTS))
+def test_casts_wait_for_the_grid_before_them(kind):
+    name, opts, call = PDL_CASTS[kind]
+    assert _raced(find(name, **opts), call) == []
+
+
+PDL_MUTATIONS = {  # a cast whose wait is gone: it reads x while the grid before it still writes
+    "triton": ("mxfp8_nvte", {}, [("has completed\n        tl.extra.cuda.gdc_launch_dependents()\n        tl.extra.cuda.gdc_wait()\n",
+                                   "has completed\n        tl.extra.cuda.gdc_launch_dependents()\n")]),
+    "hopper": (KERNELS[1], dict.fromkeys(FLAGS, True), [('"griddepcontrol.wait; // $0"', '"// $0"')]),
+}
+
+
+@sm90
+@pytest.mark.parametrize("kind", sorted(PDL_MUTATIONS))
+def test_a_cast_without_its_wait_is_caught(kind, tmp_path):
+    from test_gemm import mutated
+    name, opts, edits = PDL_MUTATIONS[kind]
+    assert _raced(mutated(name, edits, tmp_path, **opts), PDL_CASTS[kind][2]) != [], f"the suite misses: {kind}"
