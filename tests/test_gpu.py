@@ -187,6 +187,16 @@ def _write_late(dst_ptr, src_ptr, n, DELAY_NS: tl.constexpr, BLOCK: tl.constexpr
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
 
 
+@triton.jit
+def _read_early(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    """Copies src into dst with no griddepcontrol.wait (launched as a programmatic dependent)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+DELAY_NS = 20_000_000  # far longer than a cast's host-side launch path
+
+
 # (kernel, options, call): each kind of cast the launchers start as a programmatic dependent
 PDL_CASTS = {
     "triton": ("mxfp8_nvte", {}, lambda m, x: m.quantize(x)),
@@ -200,18 +210,32 @@ PDL_CASTS = {
 
 
 def _raced(mod, call, shape=(1024, 1024)):
-    """`call` on an x that a _write_late grid writes 200 us after it lets the cast launch, against the same
+    """`call` on an x that a _write_late grid writes DELAY_NS after it lets the cast launch, against the same
     call on that x in a synchronized stream: the outputs (and extras) that differ."""
     final = inputs.normal(*shape, seed=7).cuda()
     want = call(mod, final)
     torch.cuda.synchronize()
     x = torch.zeros_like(final)
     n, block = x.numel(), 4096
-    _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=200_000, BLOCK=block)
+    _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=DELAY_NS, BLOCK=block)
     got = call(mod, x)
     torch.cuda.synchronize()
     bad = [k for k in want.keys() if not torch.equal(got[k].tensor, want[k].tensor)]
     return bad + [k for k in want.extras if not torch.equal(got.extras[k], want.extras[k])]
+
+
+@sm90
+def test_a_dependent_that_does_not_wait_reads_the_old_x():
+    """The race the tests below rely on: a grid launched as _write_late's programmatic dependent starts while
+    _write_late still waits, so without griddepcontrol.wait it reads x before x is written."""
+    final = inputs.normal(1024, 1024, seed=7).cuda()
+    x, seen = torch.zeros_like(final), torch.empty_like(final)
+    torch.cuda.synchronize()
+    n, block = x.numel(), 4096
+    _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=DELAY_NS, BLOCK=block)
+    _read_early[(triton.cdiv(n, block),)](x, seen, n, BLOCK=block, launch_pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(x, final) and not seen.any()
 
 
 @sm90
