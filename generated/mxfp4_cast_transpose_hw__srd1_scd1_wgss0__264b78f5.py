@@ -1056,17 +1056,6 @@ def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
     return k, thr, keep
 
 
-@triton.jit
-def _index(i):
-    """A layout index (never negative) as unsigned of its width: each layout // and % by a power of two is
-    then one shift or mask (a signed one needs a sign fix-up)."""
-    if i.dtype == tl.int64:
-        u = i.to(tl.uint64)
-    else:
-        u = i.to(tl.uint32)
-    return u
-
-
 @gluon.jit
 def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N,
                  BM: gl.constexpr, BNW: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
@@ -1089,8 +1078,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     jk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
     ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
     tj = gl.expand_dims(gl.expand_dims(pid_n * BNW + 16 * jb, 0), 2) + gl.expand_dims(gl.expand_dims(jk, 0), 1)
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(rowwise_data_ptr + (((((((((r // 16) * s2) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), b)
     LS: gl.constexpr = e.type.layout
     rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
@@ -1100,8 +1089,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     else:
         ti = pid_m * BM + rr
         tj = pid_n * (BNW // 16) + cb
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(rowwise_scale_ptr + ((r * s4) + c), e.to(gl.uint8))
 
 
@@ -1133,12 +1122,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     tj = gl.expand_dims(gl.expand_dims(pid_m * PM + 16 * blk, 1) + gl.expand_dims(kk, 0), 2)
     n = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j, 0), 1)
     ti = n
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(colwise_data_ptr + (((((((((r // 16) * s7) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), be)
     ti = n + 1
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(colwise_data_ptr + (((((((((r // 16) * s7) + (c // 32)) * 2) + ((c // 16) % 2)) * 16) + (r % 16)) * 16) + (c % 16)), bo)
     LS: gl.constexpr = e0.type.layout
     blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
@@ -1150,12 +1139,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     else:
         tj = pid_m * (PM // 16) + blk
         ti = pid_n * BN + nn
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(colwise_scale_ptr + ((r * s9) + c), e0.to(gl.uint8))
         ti = pid_n * BN + nn + 1
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(colwise_scale_ptr + ((r * s9) + c), e1.to(gl.uint8))
 
 

@@ -929,17 +929,6 @@ def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
     return k, thr, keep
 
 
-@triton.jit
-def _index(i):
-    """A layout index (never negative) as unsigned of its width: each layout // and % by a power of two is
-    then one shift or mask (a signed one needs a sign fix-up)."""
-    if i.dtype == tl.int64:
-        u = i.to(tl.uint64)
-    else:
-        u = i.to(tl.uint32)
-    return u
-
-
 @gluon.jit
 def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, GRID_N,
                  BM: gl.constexpr, BNW: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
@@ -962,8 +951,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     jk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
     ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
     tj = gl.expand_dims(gl.expand_dims(pid_n * BNW + 16 * jb, 0), 2) + gl.expand_dims(gl.expand_dims(jk, 0), 1)
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(rowwise_data_ptr + ((r * s0) + c), b)
     LS: gl.constexpr = e.type.layout
     rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
@@ -973,8 +962,8 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     else:
         ti = pid_m * BM + rr
         tj = pid_n * (BNW // 16) + cb
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(rowwise_scale_ptr + (((((((((((r // 32) * s5) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), e.to(gl.uint8))
 
 
@@ -1010,12 +999,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     tj = gl.expand_dims(gl.expand_dims(pid_m * PM + 16 * blk, 1) + gl.expand_dims(kk, 0), 2)
     n = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j, 0), 1)
     ti = n
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(colwise_data_ptr + ((r * s6) + c), be)
     ti = n + 1
-    r = _index(ti)
-    c = _index(tj)
+    r = ti
+    c = tj
     gl.store(colwise_data_ptr + ((r * s6) + c), bo)
     LS: gl.constexpr = e0.type.layout
     blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
@@ -1027,12 +1016,12 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     else:
         tj = pid_m * (PM // 16) + blk
         ti = pid_n * BN + nn
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(colwise_scale_ptr + (((((((((((r // 32) * s11) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), e0.to(gl.uint8))
         ti = pid_n * BN + nn + 1
-        r = _index(ti)
-        c = _index(tj)
+        r = ti
+        c = tj
         gl.store(colwise_scale_ptr + (((((((((((r // 32) * s11) + (c // 8)) * 4) + (c % 4)) * 16) + (r % 16)) * 2) + ((c // 4) % 2)) * 2) + ((r // 16) % 2)), e1.to(gl.uint8))
 
 

