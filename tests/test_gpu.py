@@ -178,19 +178,13 @@ def test_hopper_planted_bugs_are_caught(mxfp4_kernels, bug, tmp_path):
 @triton.jit
 def _write_late(dst_ptr, src_ptr, n, DELAY_NS: tl.constexpr, BLOCK: tl.constexpr):
     """Lets the next grid launch at once (griddepcontrol.launch_dependents), then copies src into dst after
-    DELAY_NS: a cast launched after it that read x before this grid completed would read the old x."""
+    DELAY_NS: a cast launched after it that read x before this grid completed would read the old x. With
+    DELAY_NS = 0 and launched as a dependent, it is a copy that does not wait for the grid before it."""
     tl.extra.cuda.gdc_launch_dependents()
     t = tl.extra.cuda.globaltimer()
     end = t + DELAY_NS
     while t < end:
         t = tl.extra.cuda.globaltimer()
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
-
-
-@triton.jit
-def _read_early(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
-    """Copies src into dst with no griddepcontrol.wait (launched as a programmatic dependent)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
 
@@ -241,11 +235,11 @@ def test_a_dependent_that_does_not_wait_reads_the_old_x():
     x, seen = torch.zeros_like(final), torch.empty_like(final)
     torch.cuda.synchronize()
     n, block = x.numel(), 4096
-    _read_early[(triton.cdiv(n, block),)](x, seen, n, BLOCK=block, launch_pdl=True)  # compiled before the race
+    _write_late[(triton.cdiv(n, block),)](seen, x, n, DELAY_NS=0, BLOCK=block, launch_pdl=True)  # compiled before the race
     seen.fill_(1.0)
     torch.cuda.synchronize()
     _write_late[(triton.cdiv(n, block),)](x, final, n, DELAY_NS=DELAY_NS, BLOCK=block)
-    _read_early[(triton.cdiv(n, block),)](x, seen, n, BLOCK=block, launch_pdl=True)
+    _write_late[(triton.cdiv(n, block),)](seen, x, n, DELAY_NS=0, BLOCK=block, launch_pdl=True)
     torch.cuda.synchronize()
     assert torch.equal(x, final) and not seen.any()
 
