@@ -3,10 +3,13 @@ same seeded inputs, outputs compared bit for bit (a speed change never changes b
 
     mkdir /tmp/base && for f in $(git ls-files 'generated/fp8_gemm_*'); do git show REV:$f > /tmp/base/${f#generated/}; done
     python bench/gemm_ab.py /tmp/base [--cases "fp8_gemm_fprop:quantlay_fp8_gemm_fprop:8192x8192x8192;..."]
+                                      [--set HOPPER_SPLIT_TAIL=1]
 
 A case is GEMM:BENCH_ENTRY:MxNxK (the entry as `bench.gemm_entry` takes it, `_` for a space). The earlier
 module's launcher stands in for this tree's inside the same module, so both run through the bench entry's
-own operands; an accumulating GEMM's output is not compared (its buffer holds every timed run).
+own operands; an accumulating GEMM's output is not compared (its buffer holds every timed run). `--set`
+gives this tree's modules a setting for their runs (e.g. the same module with and without the split tail,
+whose sums differ from the whole kernel's in the last bits: the relative error is printed).
 """
 import argparse
 import functools
@@ -51,14 +54,19 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("baseline", type=Path, help="a folder of earlier generated GEMM modules")
     p.add_argument("--cases", default=CASES)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=INT", help="a module setting for this tree's runs")
     a = p.parse_args()
+    settings = {k: int(v) for k, v in (kv.split("=") for kv in a.set)}
     for name, entry, (M, N, K) in parse_cases(a.cases):
         mod = find(name)
         ours = mod._launch_hopper
         e = bench.gemm_entry(entry)
         row, outs = [], []
+        saved = {k: getattr(mod, k) for k in settings}
         for label, launch in (("base", baseline(a.baseline, name)._launch_hopper), ("this", ours)):
             mod._launch_hopper = launch
+            for k, v in settings.items():
+                setattr(mod, k, type(saved[k])(v) if label == "this" else saved[k])
             torch.manual_seed(0)
             run = e.make(M, N, K)[0]
             out = run()
@@ -69,7 +77,13 @@ def main() -> None:
             del run, out
             torch.cuda.empty_cache()
         mod._launch_hopper = ours
-        same = "" if not outs else (" outputs equal" if torch.equal(outs[0], outs[1]) else " OUTPUTS DIFFER")
+        for k, v in saved.items():
+            setattr(mod, k, v)
+        same = ""
+        if outs:
+            x, y = outs[0].float(), outs[1].float()
+            err = (1 - 2 * (x * y).sum() / (x.square().sum() + y.square().sum())).item()
+            same = " outputs equal" if torch.equal(outs[0], outs[1]) else f" OUTPUTS DIFFER (relative error {err:.1e})"
         print(f"{e.name:52s} {M}x{N}x{K:<8d} " + "  ".join(row) + same, flush=True)
 
 

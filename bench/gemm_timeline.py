@@ -78,8 +78,9 @@ def instrument(source: str) -> str:
         body = _timed(pattern, total, body)
     body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(1, 12), body)
     # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
-    # the tile it adds into)
-    body = _sub(r"(?s)(.*\n)(            if C_TMA:\n)", lambda m: m.group(1) + _stamp(2, 12) + m.group(2), body)
+    # the tile it adds into), or, grouped by rows, before the split tail's `if SPLIT == 2:` that precedes it
+    body = _sub(r"(?s)(.*\n)(            (?:if C_TMA:|if SPLIT == 2:[^\n]*)\n)",
+                lambda m: m.group(1) + _stamp(2, 12) + m.group(2), body)
     body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
                 lambda m: m.group(1) + _stamp(3, 12) + _record(4, "ready_wait", 12) + _record(5, "mma_wait", 12)
                 + "            n_t += 1\n" + m.group(2), body)

@@ -50,6 +50,8 @@ BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
 HOPPER_STAGES_FP32_OUT = 4  # with an fp32 output five stages fit too, but ran no faster on the H200
+# the short last wave cut along K (_hopper_plan): off until timed on the H200; pieces of at least 8 K blocks
+HOPPER_SPLIT_TAIL, HOPPER_SPLIT_MIN_KB = False, 8
 BACKENDS = ("gluon", "triton",)
 
 
@@ -217,12 +219,94 @@ def _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M: gl.constexpr):
 
 
 @gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_plan(offs_ptr, G, N, KB, P, plan_ptr, GB: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 MIN_KB: gl.constexpr):
+    """One program: the groups' tiles counted (by the rule the tile map walks by), and the split of the last
+    wave of P programs. Where that wave holds at most P / 2 tiles, each is cut along K into S pieces of
+    MIN_KB or more blocks, run one a program after the tiles before them and added by _hopper_tail_sum (24
+    tiles in a fifth wave after four of 132 otherwise cost a whole tile's time). Writes [tiles before the
+    tail, S (0: no split), tiles]."""
+    _hopper_grid_dependency(False)
+    g = gl.arange(0, GB, layout=gl.BlockedLayout([1], [32], [4], [0]))
+    g_lo = gl.load(offs_ptr + g, mask=g < G, other=0)
+    g_hi = gl.load(offs_ptr + g + 1, mask=g < G, other=0)
+    tiles = gl.sum(_hopper_group_tiles(g_lo, g_hi, gl.cdiv(N, BLOCK_N), BLOCK_M), axis=0)
+    tail = tiles % P
+    pieces = gl.minimum(P // gl.maximum(tail, 1), KB // MIN_KB)
+    pieces = pieces * ((tiles > P) & (tail > 0) & (pieces >= 2)).to(gl.int32)
+    gl.store(plan_ptr, tiles - tail * (pieces > 0).to(gl.int32))
+    gl.store(plan_ptr + 1, pieces)
+    gl.store(plan_ptr + 2, tiles)
+
+
+@gluon.jit
+def _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT: gl.constexpr):
+    """This program's tiles (from the first, by the number of programs, up to the end) and K blocks
+    [kb0, kb1): every tile whole (SPLIT 0); the tiles before the planned tail, whole (1); one piece of a
+    tail tile, or none (2)."""
+    first = gl.program_id(0)
+    end = num_tiles
+    kb0 = 0
+    kb1 = KB
+    if SPLIT == 1:
+        _hopper_grid_dependency(True)  # the plan, written by the grid before
+        _hopper_grid_dependency(False)  # after the wait: the pieces' grid reads the plan too
+        end = gl.load(plan_ptr)
+    elif SPLIT == 2:  # (the plan is visible: this grid launched once every program before it had waited for it)
+        _hopper_grid_dependency(False)
+        pieces = gl.load(plan_ptr + 1)
+        s = gl.maximum(pieces, 1)
+        first = gl.load(plan_ptr) + gl.program_id(0) // s
+        end = first + ((pieces > 0) & (first < gl.load(plan_ptr + 2))).to(gl.int32)
+        kb0 = (gl.program_id(0) % s) * KB // s
+        kb1 = (gl.program_id(0) % s + 1) * KB // s
+    return first, end, kb0, kb1
+
+
+@gluon.jit
+def _hopper_tail_sum(plan_ptr, ws_ptr, meta_ptr, c_ptr, N, HM: gl.constexpr, BLOCK_N: gl.constexpr,
+                     IDX64: gl.constexpr):
+    """Program 2u + h: half h of tail tile u, its pieces' partial sums added in piece order, then stored as
+    the whole tile's half would be (rows inside its group, columns < N)."""
+    _hopper_grid_dependency(True)  # the pieces (which waited for the tiles before them) have completed
+    u = gl.program_id(0) // 2
+    h = gl.program_id(0) % 2
+    pieces = gl.load(plan_ptr + 1)
+    if (pieces > 0) & (u < gl.load(plan_ptr + 2) - gl.load(plan_ptr)):
+        lay: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+        r = gl.arange(0, HM, layout=gl.SliceLayout(1, lay))
+        c = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, lay))
+        acc = gl.zeros([HM, BLOCK_N], gl.float32, lay)
+        for p in range(pieces):
+            acc += gl.load(ws_ptr + (((u * pieces + p) * 2 + h) * HM + r)[:, None] * BLOCK_N + c[None, :])
+        m = meta_ptr + (u * pieces * 2 + h) * 4  # where the tile's first piece put this half
+        i = gl.load(m) + r
+        j = gl.load(m + 1) * BLOCK_N + c
+        if IDX64:
+            i = i.to(gl.int64)
+            j = j.to(gl.int64)
+        _hopper_store(c_ptr, acc, i, j, i < gl.load(m + 2), N)
+
+
+@gluon.jit
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
+    first, num_tiles, kb0, kb1 = _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
     # a scalar load or arithmetic on scalars, so the compiler keeps the tile loop's control uniform
@@ -232,7 +316,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
-    for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for t in range(first, num_tiles, gl.num_programs(0)):
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
         while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
@@ -265,7 +349,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
         if found:
             j0 = pid_n * BLOCK_N
             if wide:  # per K block: a's 64 rows and b's first column tile in a stage, b's second in the next
-                for kb in range(KB):
+                for kb in range(kb0, kb1):
                     st = it % STAGES
                     mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
                     bar = ready.index(st)
@@ -280,7 +364,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
                     tma.async_copy_global_to_shared(b_desc, [g * N + j0 + BLOCK_N, k0], bar, b_bufs.index(st))
                     it += 2
             else:
-                for kb in range(KB):
+                for kb in range(kb0, kb1):
                     st = it % STAGES
                     mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
                     bar = ready.index(st)
@@ -293,8 +377,8 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G,
-                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr,
+                     HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
     ahead), then acc += block * scales.
@@ -306,6 +390,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
+    first, num_tiles, kb0, kb1 = _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT)
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
@@ -317,7 +402,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
-    for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for t in range(first, num_tiles, gl.num_programs(0)):
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
         while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
@@ -368,14 +453,14 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
             # the first K block's scales (see the loop)
-            inside = 0 < KB
+            inside = kb0 < KB
             r = i
-            c = 0 * 128
+            c = kb0 * 128
             c = c // 128
             s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
             na = s
             r = g * N + jb
-            c = 0 * 128
+            c = kb0 * 128
             r = r // 128
             c = c // 128
             s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
@@ -384,13 +469,13 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             # a half wholly past its group's last row, or a wide tile's second column tile past the last one:
             # its stages (two a K block in a wide tile) freed without MMAs
             if (r0 >= row_end) | (cn >= num_n):
-                for _ in range(KB * (1 + w)):
+                for _ in range((kb1 - kb0) * (1 + w)):
                     st = it % STAGES
                     mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
             elif wide:
-                for kb in range(KB):
+                for kb in range(kb0, kb1):
                     st = it % STAGES
                     # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
                     # one per row of a; nb, one per jb (see the tile's setup)
@@ -425,7 +510,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     it += 2
                     acc += p * scale
             else:
-                for kb in range(KB):
+                for kb in range(kb0, kb1):
                     st = it % STAGES
                     # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
                     # one per row of a; nb, one per jb (see the tile's setup)
@@ -456,7 +541,14 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
                     acc += p * scale
-            if C_TMA:
+            if SPLIT == 2:  # a piece of a tail tile: its partial sums, and where the half goes, for _hopper_tail_sum
+                k = (gl.program_id(0) * 2 + HALF) * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+                gl.store(ws_ptr + k[:, None] * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :], acc)
+                m = meta_ptr + (gl.program_id(0) * 2 + HALF) * 4
+                gl.store(m, r0)
+                gl.store(m + 1, cn)
+                gl.store(m + 2, row_end)
+            elif C_TMA:
                 if (r0 + HM <= row_end) & (cn < num_n):
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
@@ -468,11 +560,13 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 _hopper_store(c_ptr, acc, i, j, i < row_end, N)
     if C_TMA:
         tma.store_wait(0)
+    if SPLIT == 2:  # completes after the tiles before the tail, so the grids after it see the whole output
+        _hopper_grid_dependency(True)
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, B_SCALAR: gl.constexpr,
-                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, B_SCALAR: gl.constexpr,
+                   C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
     2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
     With C_TMA, each consumer stages its finished half in its own c buffer for a TMA store (and, accumulating,
@@ -496,9 +590,9 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
     ], [4, 1], [232, 40])
 
 
@@ -531,7 +625,6 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     numel = max(out.numel(), *(t.numel() for t in (a_data, a_scale, b_data, b_scale)))
     idx64 = runtime.needs_int64(numel, M * K, N * K)
     tiles = (triton.cdiv(M, bm) + G) * triton.cdiv(N, bn)
-    extra = (offsets, G)
     # one scale per tile of b only where no b block straddles two groups' matrices
     b_scalar = 128 % bn == 0 and N % 128 == 0
     # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
@@ -543,9 +636,26 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
         c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn], c_layout)
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
-    _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, triton.cdiv(K, BK), *_sizes(M, N, K, G), *extra,
-                         B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64,
-                         num_warps=4, maxnreg=168)
+    # the last wave cut along K where it is short (_hopper_plan decides on the device: the tiles depend on the
+    # offsets): plan, then the tiles before the tail and the tail's pieces, then their sums, each launch the
+    # programmatic dependent of the one before
+    split = HOPPER_SPLIT_TAIL and tiles > grid[0]
+    KB = triton.cdiv(K, BK)
+    if split:
+        plan = torch.empty(3, dtype=torch.int32, device=out.device)
+        ws = torch.empty(grid[0] * bm * bn, dtype=torch.float32, device=out.device)
+        meta = torch.empty(grid[0] * 8, dtype=torch.int32, device=out.device)
+        _hopper_plan[(1,)](offsets, G, N, KB, grid[0], plan, GB=max(128, triton.next_power_of_2(G)), BLOCK_M=bm,
+                           BLOCK_N=bn, MIN_KB=HOPPER_SPLIT_MIN_KB, num_warps=4)
+    else:
+        plan = ws = meta = offsets  # not read
+    for part in ((1, 2) if split else (0,)):
+        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, plan, ws,
+                             meta, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8,
+                             IDX64=idx64, SPLIT=part, num_warps=4, maxnreg=168, launch_pdl=split)
+    if split:
+        _hopper_tail_sum[(2 * grid[0],)](plan, ws, meta, out, N, HM=bm // 2, BLOCK_N=bn, IDX64=idx64, num_warps=4,
+                                         launch_pdl=True)
     return out
 
 

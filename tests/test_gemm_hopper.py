@@ -48,7 +48,8 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
     script = Path(__file__).parent / "hopper_compile.py"
     out = subprocess.run([sys.executable, str(script), "fp8_gemm_fprop", "fp8_gemm_grouped_dgrad",
                           "fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc", "fp8_gemm_grouped_wgrad_t_bf16",
-                          "fp8_gemm_grouped_wgrad_t_acc+add"], env=env,
+                          "fp8_gemm_grouped_wgrad_t_acc+add", "fp8_gemm_grouped_fprop",
+                          "fp8_gemm_grouped_fprop+split1", "fp8_gemm_grouped_fprop+split2"], env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.splitlines()[-1])
@@ -57,14 +58,18 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") else 0), (name, r)
         assert r["wgmma"] >= 8, (name, r)  # 4 K steps of 32 in each of the two consumer warpgroups
         assert r["shared"] <= 232448, (name, r)  # the H200's shared memory per block
-        # the output leaves by TMA, one store per consumer (or, adding by TMA, one reduce-add)
-        assert (r["tma_stores"], r["tma_adds"]) == ((0, 2) if name.endswith("+add") else (2, 0)), (name, r)
+        # the output leaves by TMA, one store per consumer (or, adding by TMA, one reduce-add; a split tail's
+        # pieces write partial sums by pointers)
+        stores = {"+add": (0, 2), "+split2": (0, 0)}.get(name[name.find("+"):] if "+" in name else "", (2, 0))
+        assert (r["tma_stores"], r["tma_adds"]) == stores, (name, r)
         # the K loop's control stays uniform (a divergent branch around it, as when a grouped tile's group
         # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
         # a K block, 16 of them R2UR); the grouped loop is the dense one's, give or take its scale index
         assert r["k_loop_r2ur"] == 0, (name, r)
         # each grouped partition reads its tiles' group offsets in its tile loop, not once before it
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
+        if "+split" in name:  # the split's tile and K ranges leave the grouped K loop as it is
+            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 1, (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
             assert r["mmas"] == 4 and r["mma_waits"] == [0], (name, r)  # a block's 4 MMAs, then its wait
@@ -142,6 +147,8 @@ def test_the_ab_tool_names_bench_entries_and_refuses_a_missing_baseline(tmp_path
 def test_the_gpu_suites_planted_bugs_find_their_target_text():
     """Each bug the GPU suite plants in a Hopper GEMM edits text its generated module has (see
     tests/test_cast_hopper.py's test of the same name)."""
-    from test_gpu_gemm import HOPPER_MUTATIONS
+    from test_gpu_gemm import HOPPER_MUTATIONS, SPLIT_MUTATIONS
     for name, edits in HOPPER_MUTATIONS.values():
         edited(name, edits)
+    for edits in SPLIT_MUTATIONS.values():
+        edited("fp8_gemm_grouped_fprop", edits)

@@ -344,6 +344,88 @@ def test_hopper_planted_bugs_are_caught(bug, tmp_path, monkeypatch):
     assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"
 
 
+# ---- the rows-grouped kernel's short last wave cut along K (HOPPER_SPLIT_TAIL) ------------------------------
+SPLIT_LENS = [130, 170, 0, 129, 1, 300]  # wide last row tiles (2, 42, 1, 1 and 44 rows), an empty group
+SPLIT_CASES = [(576, 3), (576, 9), (576, 13), (576, 16), (384, 3), (384, 4), (384, 8)]  # (N, programs): all split
+
+
+def split_plan(lens, N, K, programs, min_kb=8):
+    """[tiles before the tail, pieces a tail tile, tiles]: the tile count by the grouped kernel's rule (a last
+    row tile of at most 64 rows runs as wide tiles, two column tiles each), the tail cut where it is short."""
+    num_n = -(-N // 128)
+    tiles = sum(-(-r // 128) * num_n - (0 < r % 128 <= 64) * (num_n // 2) for r in lens)
+    tail = tiles % programs
+    pieces = min(programs // max(tail, 1), -(-K // 128) // min_kb)
+    pieces = pieces if tiles > programs and tail and pieces >= 2 else 0
+    return [tiles - tail * (pieces > 0), pieces, tiles]
+
+
+def split_run(mod, N, programs, monkeypatch, K=7168):
+    """(Gluon output with the split on `programs` programs, written into NaNs; reference; Triton output)."""
+    g = GEMMS["fp8_gemm_grouped_fprop"]
+    monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
+    monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
+    G, M = len(SPLIT_LENS), sum(SPLIT_LENS)
+    a = engineered(g.a, (M, K), seed=N, **exact_ranges(K))
+    b = engineered(g.b, (G * N, K), seed=programs, **exact_ranges(K))
+    offs = offsets_of(SPLIT_LENS).to(DEVICE)
+    y = mod.gemm(a, b, offs, out=torch.full((M, N), float("nan"), dtype=mod.OUT_DTYPE, device=DEVICE), backend="gluon")
+    return y, reference.gemm(g, a, b, offs), find(g.name).gemm(a, b, offs, backend="triton")
+
+
+@sm90
+@pytest.mark.parametrize("N,programs", SPLIT_CASES)
+def test_hopper_split_tail_plan_exact_and_every_cell_written(N, programs, monkeypatch):
+    """On few programs, so that these groups' tiles leave a short last wave: the plan the kernel makes on the
+    device is the tile rule's, and the tail's pieces summed in piece order give the reference's bits (exact
+    inputs) in every cell."""
+    mod, K = find("fp8_gemm_grouped_fprop"), 7168
+    plan = torch.empty(3, dtype=torch.int32, device=DEVICE)
+    offs = offsets_of(SPLIT_LENS).to(DEVICE)
+    mod._hopper_plan[(1,)](offs, len(SPLIT_LENS), N, K // 128, programs, plan, GB=128, BLOCK_M=128, BLOCK_N=128,
+                           MIN_KB=mod.HOPPER_SPLIT_MIN_KB)
+    expected = split_plan(SPLIT_LENS, N, K, programs, mod.HOPPER_SPLIT_MIN_KB)
+    assert plan.tolist() == expected and expected[1] >= 2, (plan.tolist(), expected)
+    y, ref, yt = split_run(mod, N, programs, monkeypatch, K)
+    expect(GEMMS["fp8_gemm_grouped_fprop"], y, ref, exact=True)
+    assert torch.equal(y, yt)
+
+
+@pytest.mark.big_memory
+@sm90
+def test_hopper_split_tail_random_within_the_bound(monkeypatch):
+    """8 random-length groups at 4096x2048x7168 on the GPU's own programs (on the H200's 132: 552 tiles, a
+    tail of 24 in 5 pieces): within the bound of the reference, as the whole kernel is."""
+    g = GEMMS["fp8_gemm_grouped_fprop"]
+    mod = find(g.name)
+    cuts = sorted(torch.randint(1, 4096, (7,), generator=torch.Generator().manual_seed(4)).tolist())
+    lens = [hi - lo for lo, hi in zip([0] + cuts, cuts + [4096])]
+    assert split_plan(lens, 2048, 7168, runtime.sm_count(torch.device(DEVICE)))[1] >= 2
+    a = producer(g.a).quantize(torch.randn(4096, 7168, device=DEVICE).to(torch.bfloat16))
+    b = producer(g.b).quantize(torch.randn(8 * 2048, 7168, device=DEVICE).to(torch.bfloat16))
+    offs = offsets_of(lens).to(DEVICE)
+    monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
+    y = mod.gemm(a, b, offs, backend="gluon")
+    assert rel_err(y.float(), reference.gemm(g, a, b, offs).to(y.dtype).float()) < 1e-6
+
+
+SPLIT_MUTATIONS = {
+    "a tail piece drops its last K block": [("kb1 = (gl.program_id(0) % s + 1) * KB // s",
+                                             "kb1 = (gl.program_id(0) % s + 1) * KB // s - 1")],
+    "the tail sum leaves out the last piece": [("for p in range(pieces):", "for p in range(pieces - 1):")],
+    "the tail sum puts both halves in the first half's place": [("m = meta_ptr + (u * pieces * 2 + h) * 4",
+                                                                "m = meta_ptr + (u * pieces * 2) * 4")],
+}
+
+
+@sm90
+@pytest.mark.parametrize("bug", sorted(SPLIT_MUTATIONS))
+def test_hopper_split_tail_planted_bugs_are_caught(bug, tmp_path, monkeypatch):
+    m = mutated("fp8_gemm_grouped_fprop", SPLIT_MUTATIONS[bug], tmp_path)
+    y, ref, _ = split_run(m, 576, 13, monkeypatch)
+    assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"
+
+
 @pytest.mark.big_memory
 @sm90
 @pytest.mark.parametrize("name", ["fp8_gemm_grouped_wgrad_t", "fp8_gemm_grouped_wgrad_t_acc"])
