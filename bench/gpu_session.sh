@@ -7,7 +7,9 @@
 # SWEEP_GEMM / SWEEP_SHAPES / SWEEP_CONFIGS / SWEEP_S (bench/gemm_sweep.py),
 # BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated; gemm:TEXT for a GEMM of the bench, at PROFILE_GEMM_SHAPE), PROFILE_REGEX (ncu's kernel names; for GEMMs e.g. _hopper_kernel|gemm|xmma), PROFILE_S,
 # TIMELINE_GEMMS / TIMELINE_SHAPE (bench/gemm_timeline.py: per-warpgroup clock64 stamps of Hopper GEMMs),
-# ABLATE_GEMM / ABLATE_CASES (bench/gemm_ablate.py: the GEMM with one part of its consumer taken out, timed by gemm_ab).
+# ABLATE_GEMM / ABLATE_CASES (bench/gemm_ablate.py: the GEMM with one part of its consumer taken out, timed by gemm_ab),
+# AB_BASE (a folder of earlier generated GEMM modules; default: this tree's, for AB_SET) / AB_SET (NAME=INT, a module
+# setting for this tree's runs, e.g. HOPPER_SPLIT_TAIL=1) / AB_CASES / AB_S (bench/gemm_ab.py).
 # (writes logs under $OUT; .whl/ carries lark and, for the torchao peers, torchao 0.18)
 set -u
 export PYTHONUNBUFFERED=1 QUANTLAY_COMMIT="${1:-unknown}" TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1
@@ -27,6 +29,7 @@ for s in $STAGES; do
     sweep) timeout "${SWEEP_S:-200}" python3 bench/gemm_sweep.py ${SWEEP_GEMM:-fp8_gemm_fprop} ${SWEEP_SHAPES:-8192x8192x8192,4096x2048x7168} ${SWEEP_CONFIGS:+"$SWEEP_CONFIGS"} 2>&1 | tee -a "$OUT/sweep.log" | tail -40 ;;
     timeline) for g in ${TIMELINE_GEMMS:-fp8_gemm_grouped_wgrad_t fp8_gemm_grouped_fprop}; do timeout 120 python3 bench/gemm_timeline.py "$g" --shape "${TIMELINE_SHAPE:-4096x7168x2048}" --csv "$OUT/timeline_$g.csv"; done 2>&1 | tee "$OUT/timeline.log" | tail -12 ;;
     ablate) python3 bench/gemm_ablate.py "${ABLATE_GEMM:-fp8_gemm_grouped_wgrad_t}" /tmp/ablate > /dev/null && for d in /tmp/ablate/*/; do echo "== $(basename "$d") (base: the part taken out)"; timeout 150 python3 bench/gemm_ab.py "$d" --cases "${ABLATE_CASES:-fp8_gemm_grouped_wgrad_t:wgrad_t_G=8_equal:4096x7168x2048;fp8_gemm_grouped_wgrad_t:wgrad_t_G=8_equal:16384x4096x4096}"; done 2>&1 | tee "$OUT/ablate.log" | grep -v Warn ;;
+    ab) rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base && cp "${AB_BASE:-generated}"/fp8_gemm_*.py /tmp/ab_base/ && timeout "${AB_S:-300}" python3 bench/gemm_ab.py /tmp/ab_base ${AB_SET:+--set "$AB_SET"} ${AB_CASES:+--cases "$AB_CASES"} 2>&1 | tee "$OUT/ab.log" | grep -v Warn ;;
     verify) for f in dsl/specs/*.ql; do timeout 200 python3 -m quantlay.cli verify "$f" 2>&1 | tail -3; done | tee "$OUT/verify.log" ;;
     bench) timeout "${BENCH_S:-500}" python3 -m quantlay.cli bench --groups "${BENCH_GROUPS:-mxfp4}" ${SHAPES:+--shapes "$SHAPES"} ${GEMM_SHAPES:+--gemm-shapes "$GEMM_SHAPES"} ${BENCH_MATCH:+--match "$BENCH_MATCH"} --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log" | tail -60 ;;
   esac
