@@ -212,3 +212,69 @@ def test_scale_pass_in_64_bit_offsets(monkeypatch):
     monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
     check("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (64, 128), (198, 260), seed=16,
           num_warps=2, scale_pass=True)
+
+
+ROW_CHUNKS = [  # (kernel, options, tile, shape, row_chunks, launch, read in pieces): a tile one colwise block tall
+    # read in pieces of rows (rowwise per piece, the colwise amax over the pieces, then the pieces read again
+    # for the colwise codes); fp32 and E8M0 scales, plain, swizzled and MN-major layouts, colwise codes stored
+    # transposed, 8-row pieces; where it cannot apply (ragged or padded outputs, a tile two blocks tall, the
+    # scale pass, a transposed 4-bit direction) the tile is read once
+    ("fp8_1x128_rocm_te", {}, (128, 128), (256, 384), 2, {}, True),
+    ("fp8_1x128_rocm_te", {}, (128, 128), (256, 384), 4, {"inplace_rows": True, "grid_n_first": True}, True),
+    ("fp8_1x128_nvte", {"gemm_ready": False}, (128, 128), (256, 256), 8, {}, True),
+    ("mxfp8_nvte", {"with_gemm_swizzled_scales": True}, (32, 64), (256, 256), 4, {"num_warps": 1}, True),
+    ("mxfp8_rocm_te", {}, (32, 64), (96, 128), 2, {"grid_group": 2}, True),
+    ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (32, 64), (128, 192), 4, {"num_warps": 1}, True),
+    ("fp8_1x128_rocm_te", {}, (128, 128), (300, 200), 4, {}, False),
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (256, 256), 4, {}, True),
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (256, 200), 4, {}, False),
+    ("mxfp4_cast_transpose_hw", {}, (32, 64), (128, 128), 2, {}, False),
+    ("mxfp8_nvte", {"with_gemm_swizzled_scales": False}, (64, 64), (128, 128), 2, {}, False),
+    ("fp8_1x128_rocm_te", {}, (128, 128), (256, 256), 2, {"scale_pass": True}, False),
+]
+# a planted bug in the pieces' code: every piece reads the tile's first rows
+FIRST_PIECE = ("pid_c = pid_m * ROW_CHUNKS + k  # the piece", "pid_c = pid_m * ROW_CHUNKS  # the piece")
+
+
+@pytest.mark.parametrize("name,opts,tile,shape,chunks,launch,pieces", ROW_CHUNKS,
+                         ids=[f"{c[0]}-{c[3][0]}x{c[3][1]}-c{c[4]}-{len(c[5])}" for c in ROW_CHUNKS])
+def test_row_chunks_match_reference(name, opts, tile, shape, chunks, launch, pieces, tmp_path):
+    """Against the reference; and the planted bug is caught exactly where the tile is read in pieces (so the
+    cases that read it once do not pass for the wrong reason)."""
+    from test_gemm import mutated
+    launch = dict({"num_warps": 4}, **launch, row_chunks=chunks)
+    check(name, opts, tile, shape, seed=17, **launch)
+    if find(name, **opts).ROW_CHUNK_ROWS:
+        m = mutated(name, [FIRST_PIECE], tmp_path, **opts)
+        x = inputs.normal(*shape, seed=19).to(DEVICE)
+        res, ref = m.quantize(x, block_m=tile[0], block_n=tile[1], **launch), find(name, **opts).quantize(x)
+        assert all(torch.equal(res[k].tensor, ref[k].tensor) for k in m.LAYOUTS) != pieces, (name, shape, launch)
+    else:
+        assert not pieces
+
+
+def test_row_chunks_apply_only_where_they_can():
+    from quantlay.errors import LaunchError
+    from quantlay.runtime import row_chunks
+    assert row_chunks("k", 4, 128, 128, True, False) == 4     # 32-row pieces of a 128-row block
+    assert row_chunks("k", 4, 32, 32, True, False) == 4       # 8-row pieces
+    assert row_chunks("k", 8, 32, 32, True, False) == 1       # pieces under 8 rows
+    assert row_chunks("k", 4, 128, 0, True, False) == 1       # no rowwise and untransposed colwise pair
+    assert row_chunks("k", 2, 64, 32, True, False) == 1       # a tile two colwise blocks tall
+    assert row_chunks("k", 2, 128, 128, False, False) == 1    # ragged grid
+    assert row_chunks("k", 2, 128, 128, True, True) == 1      # scales staged for the scale pass
+    for bad in (0, 3, -2, True, 2.0):
+        with pytest.raises(LaunchError, match="row_chunks must be a power of two"):
+            row_chunks("k", bad, 128, 128, True, False)
+
+
+def test_row_chunks_colwise_amax_over_every_piece_is_checked(tmp_path):
+    """The colwise amax leaving out the last piece is caught (the reference check sees the pieces' maxima)."""
+    from test_gemm import mutated
+    m = mutated("fp8_1x128_rocm_te", [("            cm = _umax2(cm, ab2, HW_CVT)",
+                                       "            cm = tl.where(k + 1 < ROW_CHUNKS, _umax2(cm, ab2, HW_CVT), cm)")], tmp_path)
+    x = inputs.normal(256, 256, seed=18).to(DEVICE)
+    x[200:256] *= 64  # the largest values in the last piece of the second row of tiles
+    res = m.quantize(x, block_m=128, block_n=128, num_warps=4, row_chunks=4)
+    ref = reference.quantize(KERNELS["fp8_1x128_rocm_te"].variant(), x)
+    assert not all(reference.same_values(res[k].tensor.cpu(), ref[k].cpu()) for k in ref)
