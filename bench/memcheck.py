@@ -39,8 +39,9 @@ for e in manifest["files"]:
     chunk_rows = getattr(mod, "ROW_CHUNK_ROWS", 0)
     if chunk_rows:  # tiles one colwise block tall in pieces of rows need an even grid
         xe = inputs.specials(4 * chunk_rows, 256, seed=4).cuda()
+        ge = (torch.tensor([chunk_rows + 3, 0, 3 * chunk_rows - 3], device="cuda"),) if groups else ()
         for c in (2, 4):
-            mod.quantize(xe, block_m=chunk_rows, block_n=128, num_warps=4, row_chunks=c)
+            mod.quantize(xe, *ge, block_m=chunk_rows, block_n=128, num_warps=4, row_chunks=c)
     hopper = "gluon" in mod.BACKENDS and torch.cuda.get_device_capability() == (9, 0)
     if hopper:  # the Hopper kernel takes whole tiles only: an even shape in each form the tests run
         xe = inputs.specials(512, 768, seed=3).cuda()

@@ -428,11 +428,12 @@ def _hopper_cast(k, directions) -> bool:
 
 def _chunk_rows(k, directions) -> int:
     """The columnwise block's rows B where a tile one block tall may run in row chunks (ROW_CHUNKS), else 0:
-    bf16 input quantized rowwise in one-row blocks and columnwise, untransposed, in B-row blocks, one code
-    a byte from fp32 (no bf16x2, packed, square or two-level blocks); nothing segmented."""
-    if k.dtype != "bf16" or k.groups or len(directions) != 2:
+    bf16 input quantized rowwise in one-row blocks and columnwise in B-row blocks (in either order, the
+    colwise codes untransposed in the tile), one code a byte from fp32 (no bf16x2, packed, square or
+    two-level blocks)."""
+    if k.dtype != "bf16" or len(directions) != 2:
         return 0
-    row, col = directions
+    row, col = sorted(directions, key=lambda d: d["axis"] != "cols")
     plain = not any(d[f] for d in directions for f in ("packed", "packed6", "bf16x2", "pair", "row_pairs", "block2d",
                                                         "tensor_scale", "oriented"))
     return col["bh"] if plain and row["axis"] == "cols" and row["bh"] == 1 and col["axis"] == "rows" else 0

@@ -319,7 +319,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         mult = tl.reshape(tl.gather(mult, blk, 0), [1, BLOCK_N])
         e_colwise = tl.reshape(e_colwise, [1, BLOCK_N])
         for k in tl.static_range(ROW_CHUNKS):
-            pid_c = pid_m * ROW_CHUNKS + k
+            pid_c = pid_m * ROW_CHUNKS + k  # the piece as a tile of CH rows
             xi = tl.load(x_ptr + (pid_c * CH + tl.arange(0, CH))[:, None] * stride_xm + offs_n[None, :])
             q = _widen_bf16(xi) * mult
             packed = _codes_colwise(q, HW_CVT)
@@ -626,6 +626,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
+    # (segmented tiles are masked rows of one group: every load and store has its mask)
     chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, even and region == 1, staged)
     kwargs["ROW_CHUNKS"] = chunks
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,

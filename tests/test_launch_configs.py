@@ -225,6 +225,8 @@ ROW_CHUNKS = [  # (kernel, options, tile, shape, row_chunks, launch, read in pie
     ("mxfp8_nvte", {"with_gemm_swizzled_scales": True}, (32, 64), (256, 256), 4, {"num_warps": 1}, True),
     ("mxfp8_rocm_te", {}, (32, 64), (96, 128), 2, {"grid_group": 2}, True),
     ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (32, 64), (128, 192), 4, {"num_warps": 1}, True),
+    ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256), 4, {"opaque_widen": True}, True),
+    ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 200), 2, {}, True),  # segment rows masked
     ("fp8_1x128_rocm_te", {}, (128, 128), (300, 200), 4, {}, False),
     ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (256, 256), 4, {}, True),
     ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (256, 200), 4, {}, False),
@@ -247,7 +249,9 @@ def test_row_chunks_match_reference(name, opts, tile, shape, chunks, launch, pie
     if find(name, **opts).ROW_CHUNK_ROWS:
         m = mutated(name, [FIRST_PIECE], tmp_path, **opts)
         x = inputs.normal(*shape, seed=19).to(DEVICE)
-        res, ref = m.quantize(x, block_m=tile[0], block_n=tile[1], **launch), find(name, **opts).quantize(x)
+        groups = (torch.tensor([100, 0, 129, 31], device=DEVICE),) if KERNELS[name].groups else ()
+        res = m.quantize(x, *groups, block_m=tile[0], block_n=tile[1], **launch)
+        ref = find(name, **opts).quantize(x, *groups)
         assert all(torch.equal(res[k].tensor, ref[k].tensor) for k in m.LAYOUTS) != pieces, (name, shape, launch)
     else:
         assert not pieces
