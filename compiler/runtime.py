@@ -324,8 +324,9 @@ def row_chunks(kernel: str, row_chunks, block_m: int, chunk_rows: int, even: boo
     pieces: each quantized rowwise while the columnwise amax accumulates, then read again for the
     columnwise codes, so only a piece of the tile is live in registers (more programs fit an SM; the
     second read mostly hits L1). Like the grid order it changes speed only: it is dropped (1) where the
-    kernel has no such directions (chunk_rows 0), the tile is not one block tall, the grid is not EVEN,
-    the scales are staged (the scale pass), or a chunk would hold fewer than 8 rows."""
+    kernel has no such directions (chunk_rows 0), the tile is not one block tall, the grid is not EVEN
+    (segmented kernels, whose rows are masked, pass even=True), the scales are staged (the scale pass), or
+    a piece would hold fewer than 8 rows."""
     if not isinstance(row_chunks, int) or isinstance(row_chunks, bool) or row_chunks < 1 or row_chunks & (row_chunks - 1):
         raise LaunchError(f"{kernel}: row_chunks must be a power of two (pieces of a tile's rows), got "
                           f"{row_chunks!r}; use 1 to read each tile once")

@@ -269,7 +269,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
-    ROW_CHUNKS > 1: the tile (one colwise block, EVEN, scales not staged) in pieces of its rows: each piece
+    ROW_CHUNKS > 1: the tile (one colwise block; EVEN or segmented; scales not staged) in pieces of its rows: each piece
     quantized rowwise while the colwise amax accumulates, then each read again for the colwise codes, so
     a piece's registers, not the tile's, are live (speed only, same bytes; see runtime.row_chunks).
     """
@@ -593,7 +593,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
-    # (segmented tiles are masked rows of one group: every load and store has its mask)
+    # (a segmented tile's rows are masked, so its pieces need no even grid)
     chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, True, False)
     kwargs["ROW_CHUNKS"] = chunks
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),

@@ -30,7 +30,7 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 2  # what the blocks and tiled layouts
 BACKENDS = ("triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 0  # row_chunks > 1 reads tiles in pieces nowhere (no rowwise and untransposed colwise pair): it changes nothing
+ROW_CHUNK_ROWS = 0  # no tile is read in pieces (no rowwise 1xB and colwise Bx1 pair of one-byte codes): row_chunks changes nothing
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
@@ -404,7 +404,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
-    # (segmented tiles are masked rows of one group: every load and store has its mask)
+    # (a segmented tile's rows are masked, so its pieces need no even grid)
     chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, True, False)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,

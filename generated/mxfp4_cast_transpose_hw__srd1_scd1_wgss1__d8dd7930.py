@@ -41,7 +41,7 @@ HOPPER_CONFIG = (2, 4, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 0  # row_chunks > 1 reads tiles in pieces nowhere (no rowwise and untransposed colwise pair): it changes nothing
+ROW_CHUNK_ROWS = 0  # no tile is read in pieces (no rowwise 1xB and colwise Bx1 pair of one-byte codes): row_chunks changes nothing
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -1194,7 +1194,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
-    # (segmented tiles are masked rows of one group: every load and store has its mask)
     chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, even and region == 1, staged)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,

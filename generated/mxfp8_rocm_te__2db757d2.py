@@ -297,7 +297,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     pid_m * GRID_N + pid_n), which _scale_pass then moves into the layouts: a tile gives each row of
     a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
     L2 (speed only, same bytes; exclusive with REGION_M).
-    ROW_CHUNKS > 1: the tile (one colwise block, EVEN, scales not staged) in pieces of its rows: each piece
+    ROW_CHUNKS > 1: the tile (one colwise block; EVEN; scales not staged) in pieces of its rows: each piece
     quantized rowwise while the colwise amax accumulates, then each read again for the colwise codes, so
     a piece's registers, not the tile's, are live (speed only, same bytes; see runtime.row_chunks).
     """
@@ -677,7 +677,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
-    # (segmented tiles are masked rows of one group: every load and store has its mask)
     chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, even and region == 1, staged)
     kwargs["ROW_CHUNKS"] = chunks
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
