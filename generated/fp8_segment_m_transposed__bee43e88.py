@@ -405,7 +405,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
     # (a segmented tile's rows are masked, so its pieces need no even grid)
-    chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, True, False)
+    runtime.row_chunks(NAME, cfg["row_chunks"], block_m, 0, even, False)  # checks the argument (1 here)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

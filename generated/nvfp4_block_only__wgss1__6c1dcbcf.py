@@ -832,7 +832,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
-    chunks = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, even and region == 1, staged)
+    runtime.row_chunks(NAME, cfg["row_chunks"], block_m, 0, even, False)  # checks the argument (1 here)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
