@@ -81,9 +81,8 @@ def main() -> None:
             setattr(mod, k, v)
         same = ""
         if outs:
-            x, y = outs[0].float(), outs[1].float()
-            err = (1 - 2 * (x * y).sum() / (x.square().sum() + y.square().sum())).item()
-            same = " outputs equal" if torch.equal(outs[0], outs[1]) else f" OUTPUTS DIFFER (relative error {err:.1e})"
+            same = (" outputs equal" if torch.equal(outs[0], outs[1]) else
+                    f" OUTPUTS DIFFER (relative error {bench.relative_error(outs[1], outs[0]):.1e})")
         print(f"{e.name:52s} {M}x{N}x{K:<8d} " + "  ".join(row) + same, flush=True)
 
 

@@ -200,18 +200,23 @@ def _gemm_decl(name: str):
     return next(g for g in specmod.load_gemms(specmod.SPECS_DIR / "fp8_gemm.ql") if g.name == name)
 
 
+def relative_error(y: torch.Tensor, r: torch.Tensor) -> float:
+    """1 - 2 <y, r> / (|y|^2 + |r|^2) in fp64, taken in row blocks (a weight gradient's outputs are GiBs);
+    0 for two zero tensors."""
+    dot = norms = 0.0
+    for yc, rc in zip(y.reshape(-1, y.shape[-1]).split(4096), r.reshape(-1, r.shape[-1]).split(4096)):
+        yd, rd = yc.double(), rc.double()
+        dot += float((yd * rd).sum())
+        norms += float((yd * yd).sum() + (rd * rd).sum())
+    return 1 - 2 * dot / norms if norms else 0.0
+
+
 def _gemm_check(g, a, b, offs, output: Callable[[], torch.Tensor]):
     """check() of a quantlay GEMM entry: its output against the fp64 reference of its own quantized
     operands, as the tests bound random inputs. A kernel that is fast and wrong is reported, not ranked."""
     def check():
         y = output()
-        ref = reference.gemm(g, a, b, offs).to(y.dtype)
-        dot = norms = 0.0
-        for yc, rc in zip(y.reshape(-1, y.shape[-1]).split(4096), ref.reshape(-1, y.shape[-1]).split(4096)):
-            yd, rd = yc.double(), rc.double()  # in row blocks: the weight gradient's outputs are GiBs
-            dot += float((yd * rd).sum())
-            norms += float((yd * yd).sum() + (rd * rd).sum())
-        err = 1 - 2 * dot / norms if norms else 0.0
+        err = relative_error(y, reference.gemm(g, a, b, offs).to(y.dtype))
         if not err < GEMM_BOUND:  # NaN fails too
             return f"WRONG: relative error {err:.2e} against the reference of its operands (bound {GEMM_BOUND:g})"
         return None
