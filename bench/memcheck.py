@@ -36,12 +36,6 @@ for e in manifest["files"]:
         xe = inputs.specials(512, 192, seed=2).cuda()
         for r in (2, 4):
             mod.quantize(xe, block_m=64, block_n=64, num_warps=2, region_m=r)
-    chunk_rows = getattr(mod, "ROW_CHUNK_ROWS", 0)
-    if chunk_rows:  # tiles one colwise block tall in pieces of rows need an even grid
-        xe = inputs.specials(4 * chunk_rows, 256, seed=4).cuda()
-        ge = (torch.tensor([chunk_rows + 3, 0, 3 * chunk_rows - 3], device="cuda"),) if groups else ()
-        for c in (2, 4):
-            mod.quantize(xe, *ge, block_m=chunk_rows, block_n=128, num_warps=4, row_chunks=c)
     hopper = "gluon" in mod.BACKENDS and torch.cuda.get_device_capability() == (9, 0)
     if hopper:  # the Hopper kernel takes whole tiles only: an even shape in each form the tests run
         xe = inputs.specials(512, 768, seed=3).cuda()
@@ -52,6 +46,5 @@ for e in manifest["files"]:
     torch.cuda.synchronize()
     count += 1
     print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else "")
-          + (f" and {4 * chunk_rows}x256 in 2 and 4 row chunks" if chunk_rows else "")
           + (" and its Hopper kernel at 512x768 in four forms" if hopper else ""), flush=True)
 print(f"memcheck: ran {count} generated modules (quantize + every dequantize)")

@@ -22,21 +22,19 @@ def module_copy(path: str):
 
 
 LAUNCH_KEYS = ("block_m", "block_n", "num_warps", "maxnreg", "inplace_rows", "grid_n_first", "grid_group",
-               "opaque_widen", "region_m", "scale_pass", "row_chunks")
+               "opaque_widen", "region_m", "scale_pass")
 
 
 def launch_config(text: str) -> dict:
-    """'bm,bn,warps,maxnreg,inplace_rows[,grid_n_first,grid_group,opaque_widen,region_m,scale_pass,row_chunks]' ->
-    quantize()'s keyword arguments (maxnreg 0: no cap; the fields left out take 0; region_m, scale_pass and
-    row_chunks only where given, so that copies of modules from before them still take the line)."""
+    """'bm,bn,warps,maxnreg,inplace_rows[,grid_n_first,grid_group,opaque_widen,region_m,scale_pass]' -> quantize()'s
+    keyword arguments (maxnreg 0: no cap; the fields left out take 0; region_m and scale_pass only where
+    given, so that copies of modules from before them still take the line)."""
     values = ([int(v) for v in text.split(",")] + [0] * len(LAUNCH_KEYS))[:len(LAUNCH_KEYS)]
     cfg = dict(zip(LAUNCH_KEYS, values))
     if not cfg["region_m"]:
         del cfg["region_m"]
     if not cfg["scale_pass"]:
         del cfg["scale_pass"]
-    if not cfg["row_chunks"]:
-        del cfg["row_chunks"]
     for k in ("inplace_rows", "grid_n_first", "opaque_widen", "scale_pass"):
         if k in cfg:
             cfg[k] = bool(cfg[k])

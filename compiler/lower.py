@@ -426,19 +426,6 @@ def _hopper_cast(k, directions) -> bool:
                     and d["data"]["low_even"] and not d["tensor_scale"] for d in directions))
 
 
-def _chunk_rows(k, directions) -> int:
-    """The columnwise block's rows B where a tile one block tall may run in row chunks (ROW_CHUNKS), else 0:
-    bf16 input quantized rowwise in one-row blocks and columnwise in B-row blocks (in either order, the
-    colwise codes untransposed in the tile), one code a byte from fp32 (no bf16x2, packed, square or
-    two-level blocks)."""
-    if k.dtype != "bf16" or len(directions) != 2:
-        return 0
-    row, col = sorted(directions, key=lambda d: d["axis"] != "cols")
-    plain = not any(d[f] for d in directions for f in ("packed", "packed6", "bf16x2", "pair", "row_pairs", "block2d",
-                                                        "tensor_scale", "oriented"))
-    return col["bh"] if plain and row["axis"] == "cols" and row["bh"] == 1 and col["axis"] == "rows" else 0
-
-
 def lower(variant: VariantIR) -> Dict[str, object]:
     """The complete template context for one variant."""
     tr = Tracker()
@@ -499,8 +486,6 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         # the one output REGION_M > 1 stores as words (None: REGION_M changes nothing)
         "region_output": word_outputs[0] if len(word_outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
-        # row_chunks > 1 applies to tiles this many rows tall (one columnwise block), else 0
-        "chunk_rows": _chunk_rows(k, directions),
         # the Hopper (sm_90) path beside the Triton kernel: templates/mx_cast_gluon.jinja. Its default stages
         # the scales (the scale pass) where a scale layout is plain: a tile gives each of its rows 2 bytes,
         # each a partial-sector write stored directly

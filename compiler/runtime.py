@@ -294,7 +294,7 @@ def needs_int64(*numels: int) -> bool:
 
 # Launch settings that change speed only, never bytes, with their defaults (the tile's come from the module).
 LAUNCH_DEFAULTS = {"maxnreg": None, "inplace_rows": False, "grid_n_first": False, "grid_group": 0,
-                   "opaque_widen": False, "region_m": 1, "scale_pass": False, "row_chunks": 1}
+                   "opaque_widen": False, "region_m": 1, "scale_pass": False}
 
 
 def region_rows(kernel: str, region_m, block_m: int, block_rows: int, even: bool, M: int, scale=None) -> int:
@@ -315,24 +315,6 @@ def region_rows(kernel: str, region_m, block_m: int, block_rows: int, even: bool
             or (scale is not None and scale.data_ptr() % word)):
         return 1
     return region_m
-
-
-def row_chunks(kernel: str, row_chunks, block_m: int, chunk_rows: int, even: bool, staged: bool) -> int:
-    """Row chunks per tile (the kernel's ROW_CHUNKS): row_chunks where it applies, else 1.
-
-    A tile one columnwise block tall (chunk_rows, the module's ROW_CHUNK_ROWS) is then read in row_chunks
-    pieces: each quantized rowwise while the columnwise amax accumulates, then read again for the
-    columnwise codes, so only a piece of the tile is live in registers (more programs fit an SM; the
-    second read mostly hits L1). Like the grid order it changes speed only: it is dropped (1) where the
-    kernel has no such directions (chunk_rows 0), the tile is not one block tall, the grid is not EVEN
-    (segmented kernels, whose rows are masked, pass even=True), the scales are staged (the scale pass), or
-    a piece would hold fewer than 8 rows."""
-    if not isinstance(row_chunks, int) or isinstance(row_chunks, bool) or row_chunks < 1 or row_chunks & (row_chunks - 1):
-        raise LaunchError(f"{kernel}: row_chunks must be a power of two (pieces of a tile's rows), got "
-                          f"{row_chunks!r}; use 1 to read each tile once")
-    if row_chunks == 1 or block_m != chunk_rows or not even or staged or block_m // row_chunks < 8:
-        return 1
-    return row_chunks
 
 
 def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given) -> dict:

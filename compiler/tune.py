@@ -24,9 +24,6 @@ GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of colu
 # gained 4% from it where the best 64x128 tile gained nothing: the best few configs can be one tile)
 REGIONS_RETIMED, REGIONS = 3, (2, 4)
 SCALE_PASS_RETIMED = 4  # the best configurations so far, retimed with the scale pass
-# and, where a tile one colwise block tall may be read in pieces of rows (ROW_CHUNK_ROWS), the best four so
-# far without the pass in 2, 4 and 8 pieces (fewer registers live: more programs an SM)
-ROW_CHUNKS_RETIMED, ROW_CHUNKS = 4, (2, 4, 8)
 # two-direction kernels: the best four retimed with the second direction's opaque widening, as they are
 # and under a cap of 128 registers (two 256-thread programs per SM), where the widening pays off
 OPAQUE_RETIMED, OPAQUE_CAP = 4, 128
@@ -75,15 +72,14 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
          max_tile: Optional[int] = None) -> List[dict]:
     """Sweep each module's CONFIGS for each (kernel, options) at each shape, then retime the best few with
     the second direction's opaque widening (two-direction kernels), with the grid in N-first order, in
-    groups of column tiles, (REGION_BLOCK_ROWS) in columns of tiles per program, with the scale pass and
-    (ROW_CHUNK_ROWS) with tiles read in pieces of rows; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
+    groups of column tiles and (REGION_BLOCK_ROWS) in columns of tiles per program; return (and store) the winners. `timer(fn)` -> ms (default: CUDA-graph
     replays; the tests pass another one and device="cpu" to run the stages in the interpreter).
     `max_tile`: sweep only tiles of at most that many elements (a shorter sweep where large tiles lose)."""
     import torch
     import triton
     from . import inputs, reference
     from .bench import bytes_moved, time_call
-    from .runtime import LAUNCH_DEFAULTS, region_rows, row_chunks
+    from .runtime import LAUNCH_DEFAULTS, region_rows
     timer = timer or (lambda fn: time_call(fn)[0])  # graph replays: no host time
     from . import spec as specmod
     from quantlay.generated import find
@@ -110,7 +106,7 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
                   f"maxnreg {cfg['maxnreg'] or None} inplace_rows {int(cfg['inplace_rows'])} "
                   f"grid_n_first {int(cfg['grid_n_first'])} grid_group {cfg['grid_group']} "
                   f"opaque_widen {int(cfg['opaque_widen'])} region_m {cfg['region_m']} "
-                  f"scale_pass {int(cfg['scale_pass'])} row_chunks {cfg['row_chunks']}: {ms:.4f} ms "
+                  f"scale_pass {int(cfg['scale_pass'])}: {ms:.4f} ms "
                   f"{moved / ms / 1e6:.0f} GB/s", flush=True)
             timed.append((ms, cfg))
 
@@ -164,15 +160,6 @@ def tune(variants: Iterable[Tuple[str, dict]], shapes: Sequence[Tuple[int, int]]
             for cfg in best(SCALE_PASS_RETIMED):
                 measure(dict(cfg, region_m=1, scale_pass=True))
             stage = "scale-pass stage"
-        if getattr(mod, "ROW_CHUNK_ROWS", 0):
-            winner(stage)
-            whole = [c for c in best(len(timed)) if c["block_m"] == mod.ROW_CHUNK_ROWS and not c["scale_pass"]
-                     and c["region_m"] == 1]
-            for cfg in whole[:ROW_CHUNKS_RETIMED]:
-                for ch in ROW_CHUNKS:  # only pieces the launcher takes (8 rows or more)
-                    if row_chunks(mod.NAME, ch, cfg["block_m"], mod.ROW_CHUNK_ROWS, True, False) == ch:
-                        measure(dict(cfg, row_chunks=ch))
-            stage = "row-chunks stage"
         winners.append(winner(stage))
     return winners
 

@@ -33,7 +33,6 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layou
 BACKENDS = ("triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 128  # row_chunks > 1 reads tiles of this many rows (one colwise block) in pieces
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
@@ -255,8 +254,7 @@ def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, err_ptr, M, G, 
 def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, map_ptr, s0, s1, s2,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
-                     ROW_CHUNKS: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -269,9 +267,6 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
-    ROW_CHUNKS > 1: the tile (one colwise block; EVEN or segmented; scales not staged) in pieces of its rows: each piece
-    quantized rowwise while the colwise amax accumulates, then each read again for the colwise codes, so
-    a piece's registers, not the tile's, are live (speed only, same bytes; see runtime.row_chunks).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -305,176 +300,91 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     in_rows = offs_m + delta
     row_ok = (offs_m < row_lim) & (in_rows >= 0) & (in_rows < M)
     if row_lim > 0:
-        if ROW_CHUNKS > 1:
-            CH: tl.constexpr = BLOCK_M // ROW_CHUNKS
-            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            cm = tl.zeros([CH, BLOCK_N // 2], tl.int32)  # the colwise |x| pair maxima of the pieces so far, by row of a piece
-            for k in tl.static_range(ROW_CHUNKS):
-                pid_c = pid_m * ROW_CHUNKS + k  # the piece as a tile of CH rows
-                # its padded rows, and the input rows they read (names of their own: the tile's are live around)
-                offs_mc = pid_c * CH + tl.arange(0, CH)
-                in_rows_c = offs_mc + delta
-                row_ok_c = (offs_mc < row_lim) & (in_rows_c >= 0) & (in_rows_c < M)
-                xi = tl.load(x_ptr + in_rows_c[:, None] * stride_xm + offs_n[None, :], mask=row_ok_c[:, None] & (offs_n[None, :] < N), other=0)
+        x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
+        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
+        xi = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_n[None, :] < N), other=0)
 
-                # ---- rowwise: blocks 1x128, one fp32 scale per 128 elements; tile [CH, BLOCK_N]
-                xt = xi
-                # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-                # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-                # bits are that pattern << 16. The fp32 tile is only for the multiply.
-                ab2 = _abs_pairs(xi)
-                m = _umax2_reduce(tl.reshape(ab2, [CH, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
-                amax = _lanes_max(m) << 16
 
-                x = _widen_bf16(xt)
-                # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-                # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-                # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-                # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-                # with no shared memory or barrier.
-                if INPLACE_ROWS:
-                    mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                else:
-                    blk = tl.arange(0, CH * BLOCK_N // 128)
-                    amax = tl.gather(tl.reshape(amax, [CH * BLOCK_N // 128]), blk, 0)
-                    mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                    mult = tl.reshape(tl.gather(mult, blk, 0), [CH, BLOCK_N // 128])
-                    e_rowwise = tl.reshape(e_rowwise, [CH, BLOCK_N // 128])
-                q = tl.reshape(x, [CH, BLOCK_N // 128, 128]) * mult[:, :, None]
-                packed = tl.reshape(_codes_rowwise(q, HW_CVT), [CH, BLOCK_N])  # one code per byte
+        # ---- colwise: blocks 128x1, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
+        xt = xi
+        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+        # bits are that pattern << 16. The fp32 tile is only for the multiply.
+        ab2 = _abs_pairs(xi)
+        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 128, 128, BLOCK_N // 2]), 1, HW_CVT)
+        amax = _lanes_apart(m) << 16
 
-                ti = in_rows_c[:, None]  # the input rows these program rows read
-                tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-                r = ti
-                c = tj
-                tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok_c[:, None])
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way).
+        blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
+        mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
+        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
+        q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
+        packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
-                ti = in_rows_c[:, None]
-                tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
-                r = ti
-                c = tj
-                tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok_c[:, None])
-                ab2 = _abs_pairs(xi)
-                cm = _umax2(cm, ab2, HW_CVT)
-            amax = _lanes_apart(tl.reshape(_umax2_reduce(cm, 0, HW_CVT), [1, BLOCK_N // 2])) << 16  # across the rows once
-            blk = tl.arange(0, BLOCK_N)
-            amax = tl.gather(tl.reshape(amax, [BLOCK_N]), blk, 0)
-            mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [1, BLOCK_N])
-            e_colwise = tl.reshape(e_colwise, [1, BLOCK_N])
-            for k in tl.static_range(ROW_CHUNKS):
-                pid_c = pid_m * ROW_CHUNKS + k  # the piece as a tile of CH rows
-                # its padded rows, and the input rows they read (names of their own: the tile's are live around)
-                offs_mc = pid_c * CH + tl.arange(0, CH)
-                in_rows_c = offs_mc + delta
-                row_ok_c = (offs_mc < row_lim) & (in_rows_c >= 0) & (in_rows_c < M)
-                xi = tl.load(x_ptr + in_rows_c[:, None] * stride_xm + offs_n[None, :], mask=row_ok_c[:, None] & (offs_n[None, :] < N), other=0)
-                q = _widen_bf16(xi) * mult
-                packed = _codes_colwise(q, HW_CVT)
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        v = packed
+        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        if EVEN:
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+            ok = (r < s0) & (c < N)
+            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
-                ti = (pid_c * (CH) + tl.arange(0, CH))[:, None]
-                tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-                r = ti
-                c = tj
-                v = packed
-                off = (pid_c * (CH) + tl.arange(0, CH))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-                if EVEN:
-                    tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-                else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-                    ok = (r < s0) & (c < N)
-                    tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+        ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
 
-            ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
+
+        # ---- rowwise: blocks 1x128, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
+        xs = xi
+        if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
+            xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
+        xt = xs
+        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+        # bits are that pattern << 16. The fp32 tile is only for the multiply.
+        ab2 = _abs_pairs(xs)
+        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
+        amax = _lanes_max(m) << 16
+
+        x = _widen_bf16(xt)
+        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+        # with no shared memory or barrier.
+        if INPLACE_ROWS:
+            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
         else:
-            x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
-            # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
-            xi = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_n[None, :] < N), other=0)
+            blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
+            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
+            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
+            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
+        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
+        packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
+        ti = in_rows[:, None]  # the input rows these program rows read
+        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok[:, None])
 
-            # ---- colwise: blocks 128x1, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
-            xt = xi
-            # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-            # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-            # bits are that pattern << 16. The fp32 tile is only for the multiply.
-            ab2 = _abs_pairs(xi)
-            m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 128, 128, BLOCK_N // 2]), 1, HW_CVT)
-            amax = _lanes_apart(m) << 16
-
-            x = _widen_bf16(xt)
-            # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-            # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-            # shared memory, and the multiplier goes back the same way).
-            blk = tl.arange(0, BLOCK_M // 128 * BLOCK_N)
-            amax = tl.gather(tl.reshape(amax, [BLOCK_M // 128 * BLOCK_N]), blk, 0)
-            mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 128, BLOCK_N])
-            e_colwise = tl.reshape(e_colwise, [BLOCK_M // 128, BLOCK_N])
-            q = tl.reshape(x, [BLOCK_M // 128, 128, BLOCK_N]) * mult[:, None, :]
-            packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-
-            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            v = packed
-            off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            if EVEN:
-                tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-            else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-                ok = (r < s0) & (c < N)
-                tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-
-            ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.float32), mask=(r < s1) & (c < N))
-
-
-            # ---- rowwise: blocks 1x128, one fp32 scale per 128 elements; tile [BLOCK_M, BLOCK_N]
-            xs = xi
-            if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-                xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-            xt = xs
-            # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-            # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-            # bits are that pattern << 16. The fp32 tile is only for the multiply.
-            ab2 = _abs_pairs(xs)
-            m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 128, 128 // 2]), 2, HW_CVT)
-            amax = _lanes_max(m) << 16
-
-            x = _widen_bf16(xt)
-            # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-            # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-            # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-            # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-            # with no shared memory or barrier.
-            if INPLACE_ROWS:
-                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-            else:
-                blk = tl.arange(0, BLOCK_M * BLOCK_N // 128)
-                amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 128]), blk, 0)
-                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 128])
-                e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 128])
-            q = tl.reshape(x, [BLOCK_M, BLOCK_N // 128, 128]) * mult[:, :, None]
-            packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-
-            ti = in_rows[:, None]  # the input rows these program rows read
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            tl.store(rowwise_data_ptr + ((r * N) + c), packed.to(tl.uint8), mask=(r < M) & (c < N) & row_ok[:, None])
-
-            ti = in_rows[:, None]
-            tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
-            r = ti
-            c = tj
-            tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok[:, None])
+        ti = in_rows[:, None]
+        tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_scale_ptr + ((r * s2) + c), (e_rowwise).to(tl.float32), mask=(r < M) & (c < s2) & row_ok[:, None])
 
     # A block past the last group: zero codes and scales, nothing to read or quantize (a second if, not an
     # else: Triton would merge the names both branches assign, and their shapes differ).
@@ -531,8 +441,7 @@ def _extent(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, row_chunks=None,
-             backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -549,9 +458,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m; this segmented kernel ignores it) and row_chunks (a tile
-    one colwise block tall read in that many pieces of rows, where ROW_CHUNK_ROWS: see runtime.row_chunks)
-    override the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m; this segmented kernel ignores it) override
+    the tuned configuration; they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -569,7 +477,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass, row_chunks=row_chunks)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x128 (the block shapes and tiled layouts)")
@@ -593,9 +501,6 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
-    # (a segmented tile's rows are masked, so its pieces need no even grid)
-    kwargs["ROW_CHUNKS"] = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, True,
-                                              False)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

@@ -30,7 +30,6 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 2  # what the blocks and tiled layouts
 BACKENDS = ("triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 0  # no tile is read in pieces (no rowwise 1xB and colwise Bx1 pair of one-byte codes): row_chunks changes nothing
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
@@ -342,8 +341,7 @@ def _extent(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, row_chunks=None,
-             backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -360,9 +358,8 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m; this segmented kernel ignores it) and row_chunks (a tile
-    one colwise block tall read in that many pieces of rows, where ROW_CHUNK_ROWS: see runtime.row_chunks)
-    override the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m; this segmented kernel ignores it) override
+    the tuned configuration; they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -380,7 +377,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass, row_chunks=row_chunks)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x2 (the block shapes and tiled layouts)")
@@ -404,8 +401,6 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
     _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
                                                num_warps=4)
-    # (a segmented tile's rows are masked, so its pieces need no even grid)
-    runtime.row_chunks(NAME, cfg["row_chunks"], block_m, 0, even, False)  # checks the argument (1 here)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

@@ -41,7 +41,6 @@ HOPPER_CONFIG = (2, 4, 1, True)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 0  # no tile is read in pieces (no rowwise 1xB and colwise Bx1 pair of one-byte codes): row_chunks changes nothing
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -1288,8 +1287,7 @@ def _extent(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, row_chunks=None,
-             backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -1299,9 +1297,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m) and row_chunks (a tile
-    one colwise block tall read in that many pieces of rows, where ROW_CHUNK_ROWS: see runtime.row_chunks)
-    override the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m) override
+    the tuned configuration; they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
     whole tiles unless launch settings are given; elsewhere
     the Triton kernel); "triton" or "gluon" forces one (the same bytes).
@@ -1316,7 +1313,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     rows, cols = _extent(M, N)
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
-                scale_pass, row_chunks)
+                scale_pass)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
         why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
         if why is None:
@@ -1328,7 +1325,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass, row_chunks=row_chunks)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x64 (the block shapes and tiled layouts)")
@@ -1349,7 +1346,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
-    runtime.row_chunks(NAME, cfg["row_chunks"], block_m, 0, even, False)  # checks the argument (1 here)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

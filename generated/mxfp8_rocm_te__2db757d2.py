@@ -33,7 +33,6 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts
 BACKENDS = ("triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
-ROW_CHUNK_ROWS = 32  # row_chunks > 1 reads tiles of this many rows (one colwise block) in pieces
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units
@@ -279,8 +278,7 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
                      GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
-                     SCALE_PASS: tl.constexpr,
-                     ROW_CHUNKS: tl.constexpr):
+                     SCALE_PASS: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -297,9 +295,6 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     pid_m * GRID_N + pid_n), which _scale_pass then moves into the layouts: a tile gives each row of
     a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
     L2 (speed only, same bytes; exclusive with REGION_M).
-    ROW_CHUNKS > 1: the tile (one colwise block; EVEN; scales not staged) in pieces of its rows: each piece
-    quantized rowwise while the colwise amax accumulates, then each read again for the colwise codes, so
-    a piece's registers, not the tile's, are live (speed only, same bytes; see runtime.row_chunks).
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -317,192 +312,109 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
-    if ROW_CHUNKS > 1:
-        CH: tl.constexpr = BLOCK_M // ROW_CHUNKS
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        cm = tl.zeros([CH, BLOCK_N // 2], tl.int32)  # the colwise |x| pair maxima of the pieces so far, by row of a piece
-        for k in tl.static_range(ROW_CHUNKS):
-            pid_c = pid_m * ROW_CHUNKS + k  # the piece as a tile of CH rows
-            xi = tl.load(x_ptr + (pid_c * CH + tl.arange(0, CH))[:, None] * stride_xm + offs_n[None, :])
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
+    # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
+    # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
+    if EVEN:
+        xi = tl.load(x_ptrs)
+    else:
+        xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
 
-            # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [CH, BLOCK_N]
-            xt = xi
-            # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-            # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-            # bits are that pattern << 16. The fp32 tile is only for the multiply.
-            ab2 = _abs_pairs(xi)
-            m = _umax2_reduce(tl.reshape(ab2, [CH, BLOCK_N // 32, 32 // 2]), 2, HW_CVT)
-            amax = _lanes_max(m) << 16
 
-            x = _widen_bf16(xt)
-            # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-            # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-            # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-            # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-            # with no shared memory or barrier.
-            if INPLACE_ROWS:
-                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-            else:
-                blk = tl.arange(0, CH * BLOCK_N // 32)
-                amax = tl.gather(tl.reshape(amax, [CH * BLOCK_N // 32]), blk, 0)
-                mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                mult = tl.reshape(tl.gather(mult, blk, 0), [CH, BLOCK_N // 32])
-                e_rowwise = tl.reshape(e_rowwise, [CH, BLOCK_N // 32])
-            q = tl.reshape(x, [CH, BLOCK_N // 32, 32]) * mult[:, :, None]
-            packed = tl.reshape(_codes_rowwise(q, HW_CVT), [CH, BLOCK_N])  # one code per byte
+    # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
+    xt = xi
+    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+    # bits are that pattern << 16. The fp32 tile is only for the multiply.
+    ab2 = _abs_pairs(xi)
+    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, HW_CVT)
+    amax = _lanes_max(m) << 16
 
-            ti = (pid_c * (CH) + tl.arange(0, CH))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            v = packed
-            off = (pid_c * (CH) + tl.arange(0, CH))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            if EVEN:
-                tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
-            else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-                ok = (r < M) & (c < N)
-                tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+    x = _widen_bf16(xt)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+    # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
+    # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
+    # with no shared memory or barrier.
+    if INPLACE_ROWS:
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+    else:
+        blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
+        amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
+        mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+        e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
+    q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
+    packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
 
-            ti = (pid_c * (CH) + tl.arange(0, CH))[:, None]
-            tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
-            r = ti
-            c = tj
-            tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s0))
-            ab2 = _abs_pairs(xi)
-            cm = _umax2(cm, ab2, HW_CVT)
-        amax = _lanes_apart(tl.reshape(_umax2_reduce(cm, 0, HW_CVT), [1, BLOCK_N // 2])) << 16  # across the rows once
-        blk = tl.arange(0, BLOCK_N)
-        amax = tl.gather(tl.reshape(amax, [BLOCK_N]), blk, 0)
-        mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [1, BLOCK_N])
-        e_colwise = tl.reshape(e_colwise, [1, BLOCK_N])
-        for k in tl.static_range(ROW_CHUNKS):
-            pid_c = pid_m * ROW_CHUNKS + k  # the piece as a tile of CH rows
-            xi = tl.load(x_ptr + (pid_c * CH + tl.arange(0, CH))[:, None] * stride_xm + offs_n[None, :])
-            q = _widen_bf16(xi) * mult
-            packed = _codes_colwise(q, HW_CVT)
+    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+    r = ti
+    c = tj
+    v = packed
+    off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+    if EVEN:
+        tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
+    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+        ok = (r < M) & (c < N)
+        tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+    if SCALE_PASS:
+        st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
+        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+    else:
+        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+        tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
+        r = ti
+        c = tj
+        tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s0))
 
-            ti = (pid_c * (CH) + tl.arange(0, CH))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            v = packed
-            off = (pid_c * (CH) + tl.arange(0, CH))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            if EVEN:
-                tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-            else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-                ok = (r < M) & (c < N)
-                tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
 
+    # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
+    xs = xi
+    if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
+        xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
+    xt = xs
+    # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
+    # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
+    # bits are that pattern << 16. The fp32 tile is only for the multiply.
+    ab2 = _abs_pairs(xs)
+    m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
+    amax = _lanes_apart(m) << 16
+
+    x = _widen_bf16(xt)
+    # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
+    # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
+    # shared memory, and the multiplier goes back the same way).
+    blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
+    amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
+    mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
+    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
+    e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
+    q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * mult[:, None, :]
+    packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
+
+    ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
+    tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+    r = ti
+    c = tj
+    v = packed
+    off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
+    if EVEN:
+        tl.store(colwise_data_ptr + off, v.to(tl.uint8))
+    else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
+        ok = (r < M) & (c < N)
+        tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
+    if SCALE_PASS:
+        st = tl.arange(0, BLOCK_M // 32)[:, None] * (BLOCK_N) + tl.arange(0, BLOCK_N)[None, :]
+        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N)) + st, (e_colwise).to(tl.uint8))
+    else:
         ti = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
         tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
         r = ti
         c = tj
         tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.uint8), mask=(r < s1) & (c < N))
-    else:
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
-        # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too (Triton's
-        # interpreter flushes them in its own bf16 conversion; on the GPU the two are the same instruction).
-        if EVEN:
-            xi = tl.load(x_ptrs)
-        else:
-            xi = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0)
-
-
-        # ---- rowwise: blocks 1x32, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
-        xt = xi
-        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-        # bits are that pattern << 16. The fp32 tile is only for the multiply.
-        ab2 = _abs_pairs(xi)
-        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M, BLOCK_N // 32, 32 // 2]), 2, HW_CVT)
-        amax = _lanes_max(m) << 16
-
-        x = _widen_bf16(xt)
-        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-        # shared memory, and the multiplier goes back the same way), or, when the launch asks for it
-        # (INPLACE_ROWS), where the row reduction left it: replicated over the threads of a row's block,
-        # with no shared memory or barrier.
-        if INPLACE_ROWS:
-            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-        else:
-            blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
-            amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
-            mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
-            e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
-        packed = tl.reshape(_codes_rowwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-
-        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-        r = ti
-        c = tj
-        v = packed
-        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-        if EVEN:
-            tl.store(rowwise_data_ptr + off, v.to(tl.uint8))
-        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-            ok = (r < M) & (c < N)
-            tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-        if SCALE_PASS:
-            st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
-        else:
-            ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-            tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
-            r = ti
-            c = tj
-            tl.store(rowwise_scale_ptr + ((r * s0) + c), (e_rowwise).to(tl.uint8), mask=(r < M) & (c < s0))
-
-
-        # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_M, BLOCK_N]
-        xs = xi
-        if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-            xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-        xt = xs
-        # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
-        # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
-        # bits are that pattern << 16. The fp32 tile is only for the multiply.
-        ab2 = _abs_pairs(xs)
-        m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
-        amax = _lanes_apart(m) << 16
-
-        x = _widen_bf16(xt)
-        # The reduction leaves each block's amax in every thread that holds a piece of the block. The scale
-        # math runs once per block on a 1-D spread of the blocks (tl.gather by identity moves them through
-        # shared memory, and the multiplier goes back the same way).
-        blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N)
-        amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N]), blk, 0)
-        mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N])
-        e_colwise = tl.reshape(e_colwise, [BLOCK_M // 32, BLOCK_N])
-        q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N]) * mult[:, None, :]
-        packed = tl.reshape(_codes_colwise(q, HW_CVT), [BLOCK_M, BLOCK_N])  # one code per byte
-
-        ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
-        tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-        r = ti
-        c = tj
-        v = packed
-        off = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None] * N + (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-        if EVEN:
-            tl.store(colwise_data_ptr + off, v.to(tl.uint8))
-        else:  # the in-bounds mask goes through the same permute (index arithmetic: no data moves)
-            ok = (r < M) & (c < N)
-            tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
-        if SCALE_PASS:
-            st = tl.arange(0, BLOCK_M // 32)[:, None] * (BLOCK_N) + tl.arange(0, BLOCK_N)[None, :]
-            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N)) + st, (e_colwise).to(tl.uint8))
-        else:
-            ti = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
-            tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
-            r = ti
-            c = tj
-            tl.store(colwise_scale_ptr + ((r * N) + c), (e_colwise).to(tl.uint8), mask=(r < s1) & (c < N))
 
 
 @triton.jit
@@ -628,8 +540,7 @@ def _extent(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, row_chunks=None,
-             backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -639,9 +550,8 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m) and row_chunks (a tile
-    one colwise block tall read in that many pieces of rows, where ROW_CHUNK_ROWS: see runtime.row_chunks)
-    override the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m) override
+    the tuned configuration; they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -657,7 +567,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass, row_chunks=row_chunks)
+                                  region_m=region_m, scale_pass=scale_pass)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
@@ -677,8 +587,6 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     staged = staged and grid_m * grid_n > 0
     scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n) if staged else {}
     kwargs["SCALE_PASS"] = staged
-    kwargs["ROW_CHUNKS"] = runtime.row_chunks(NAME, cfg["row_chunks"], block_m, ROW_CHUNK_ROWS, even and region == 1,
-                                              staged)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,

@@ -15,7 +15,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
     big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4,
-               opaque_widen=True, region_m=2, scale_pass=True, row_chunks=4)
+               opaque_widen=True, region_m=2, scale_pass=True)
     table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -26,14 +26,13 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
         assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
                                             grid_n_first=False, grid_group=0, opaque_widen=False, region_m=1,
-                                            scale_pass=False, row_chunks=1)
+                                            scale_pass=False)
         assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
         assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
-        # cap, in-place rows, grid order, the opaque widening, the region, the scale pass and the row chunks
-        # ride along
+        # cap, in-place rows, grid order, the opaque widening, the region and the scale pass ride along
         assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
                                             grid_n_first=True, grid_group=4, opaque_widen=True, region_m=2,
-                                            scale_pass=True, row_chunks=4)
+                                            scale_pass=True)
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
@@ -43,7 +42,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
 def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeypatch):
     from quantlay import runtime
     table = dict(block_m=128, block_n=64, num_warps=8, maxnreg=128, inplace_rows=True, grid_n_first=True,
-                 grid_group=0, opaque_widen=True, region_m=1, scale_pass=False, row_chunks=2)
+                 grid_group=0, opaque_widen=True, region_m=1, scale_pass=False)
     monkeypatch.setattr(tune, "lookup", lambda kernel, bucket, index=0: table if kernel == "k" else None)
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     assert runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1)) == table
@@ -105,9 +104,8 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                          device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
-        # tiles) + the best 4 with the scale pass + the best 4 without it in 2 and 4 pieces of rows (8 would
-        # leave 4-row pieces)
-        assert len(timed) == 2 + 4 + 4 + 4 + 4 + 8
+        # tiles) + the best 4 with the scale pass
+        assert len(timed) == 2 + 4 + 4 + 4 + 4
         assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
         stored = json.loads(table.read_text())["entries"]
