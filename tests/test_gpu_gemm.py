@@ -365,6 +365,7 @@ def split_run(mod, N, programs, monkeypatch, K=7168):
     g = GEMMS["fp8_gemm_grouped_fprop"]
     monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
     monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
+    monkeypatch.setattr(mod, "HOPPER_SPLIT_MAX_WAVES", 1000)  # these tiles take up to 20 waves of few programs
     G, M = len(SPLIT_LENS), sum(SPLIT_LENS)
     a = engineered(g.a, (M, K), seed=N, **exact_ranges(K))
     b = engineered(g.b, (G * N, K), seed=programs, **exact_ranges(K))
@@ -407,6 +408,25 @@ def test_hopper_split_tail_random_within_the_bound(monkeypatch):
     monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
     y = mod.gemm(a, b, offs, backend="gluon")
     assert rel_err(y.float(), reference.gemm(g, a, b, offs).to(y.dtype).float()) < 1e-6
+
+
+@sm90
+@pytest.mark.parametrize("programs,launched", [(3, False), (9, True)])
+def test_hopper_split_tail_only_where_the_tiles_take_few_waves(programs, launched, monkeypatch):
+    """The launcher plans a split only where the tiles can take at most HOPPER_SPLIT_MAX_WAVES waves (on 3
+    programs these groups' 60 tiles at most take 20, on 9 programs 7) and K holds two pieces."""
+    mod, planned = find("fp8_gemm_grouped_fprop"), []
+    plan = mod._hopper_plan
+    monkeypatch.setattr(mod, "_hopper_plan", type("Spy", (), {"__getitem__": lambda _, grid: planned.append(grid) or plan[grid]})())
+    monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
+    g = GEMMS["fp8_gemm_grouped_fprop"]
+    G, M, N, K = len(SPLIT_LENS), sum(SPLIT_LENS), 576, 7168
+    a = engineered(g.a, (M, K), seed=1, **exact_ranges(K))
+    b = engineered(g.b, (G * N, K), seed=2, **exact_ranges(K))
+    offs = offsets_of(SPLIT_LENS).to(DEVICE)
+    y = mod.gemm(a, b, offs, backend="gluon")
+    assert bool(planned) == launched
+    expect(g, y, reference.gemm(g, a, b, offs), exact=True)
 
 
 SPLIT_MUTATIONS = {
