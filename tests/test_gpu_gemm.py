@@ -360,18 +360,33 @@ def split_plan(lens, N, K, programs, min_kb=8):
     return [tiles - tail * (pieces > 0), pieces, tiles]
 
 
-def split_run(mod, N, programs, monkeypatch, K=7168):
+def split_run(mod, N, programs, monkeypatch, K=7168, name="fp8_gemm_grouped_fprop"):
     """(Gluon output with the split on `programs` programs, written into NaNs; reference; Triton output)."""
-    g = GEMMS["fp8_gemm_grouped_fprop"]
+    g = GEMMS[name]
     monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
     monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
     monkeypatch.setattr(mod, "HOPPER_SPLIT_MAX_WAVES", 1000)  # these tiles take up to 20 waves of few programs
     G, M = len(SPLIT_LENS), sum(SPLIT_LENS)
     a = engineered(g.a, (M, K), seed=N, **exact_ranges(K))
-    b = engineered(g.b, (G * N, K), seed=programs, **exact_ranges(K))
+    b = engineered(g.b, (G * N, K) if g.b.direction.name == "rowwise" else (G * K, N), seed=programs,
+                   **exact_ranges(K))
     offs = offsets_of(SPLIT_LENS).to(DEVICE)
     y = mod.gemm(a, b, offs, out=torch.full((M, N), float("nan"), dtype=mod.OUT_DTYPE, device=DEVICE), backend="gluon")
     return y, reference.gemm(g, a, b, offs), find(g.name).gemm(a, b, offs, backend="triton")
+
+
+ROWS_GROUPED = [n for n in HOPPER if GEMMS[n].groups == "rows"]
+
+
+@sm90
+@pytest.mark.parametrize("name", ROWS_GROUPED)
+@pytest.mark.parametrize("N,programs", [(576, 13), (384, 4)])
+def test_hopper_split_tail_every_rows_grouped_gemm(name, N, programs, monkeypatch):
+    """Every rows-grouped Hopper GEMM (fprop and dgrad, both layouts) with its short last wave split: the
+    reference's bits (exact inputs) in every cell, as the Triton kernel's."""
+    y, ref, yt = split_run(find(name), N, programs, monkeypatch, 7168, name)
+    expect(GEMMS[name], y, ref, exact=True)
+    assert torch.equal(y, yt)
 
 
 @sm90
@@ -394,16 +409,18 @@ def test_hopper_split_tail_plan_exact_and_every_cell_written(N, programs, monkey
 
 @pytest.mark.big_memory
 @sm90
-def test_hopper_split_tail_random_within_the_bound(monkeypatch):
+@pytest.mark.parametrize("name", ["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad"])
+def test_hopper_split_tail_random_within_the_bound(name, monkeypatch):
     """8 random-length groups at 4096x2048x7168 on the GPU's own programs (on the H200's 132: 552 tiles, a
     tail of 24 in 5 pieces): within the bound of the reference, as the whole kernel is."""
-    g = GEMMS["fp8_gemm_grouped_fprop"]
+    g = GEMMS[name]
     mod = find(g.name)
     cuts = sorted(torch.randint(1, 4096, (7,), generator=torch.Generator().manual_seed(4)).tolist())
     lens = [hi - lo for lo, hi in zip([0] + cuts, cuts + [4096])]
     assert split_plan(lens, 2048, 7168, runtime.sm_count(torch.device(DEVICE)))[1] >= 2
     a = producer(g.a).quantize(torch.randn(4096, 7168, device=DEVICE).to(torch.bfloat16))
-    b = producer(g.b).quantize(torch.randn(8 * 2048, 7168, device=DEVICE).to(torch.bfloat16))
+    b_shape = (8 * 2048, 7168) if g.b.direction.name == "rowwise" else (8 * 7168, 2048)
+    b = producer(g.b).quantize(torch.randn(*b_shape, device=DEVICE).to(torch.bfloat16))
     offs = offsets_of(lens).to(DEVICE)
     monkeypatch.setattr(mod, "HOPPER_SPLIT_TAIL", True)
     y = mod.gemm(a, b, offs, backend="gluon")
