@@ -2,8 +2,8 @@
 # One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
 # Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
 # Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes), GEMM_SHAPES,
-# TEST_N (pytest-xdist workers sharing the GPU, to spread the GEMM tests' compilation; big_memory tests share one
-# worker through --dist loadgroup; needs the pytest-xdist and execnet wheels in .whl/),
+# TEST_N (pytest-xdist workers sharing the GPU, to spread the GEMM tests' compilation; big_memory tests run one at
+# a time, by a file lock; needs the pytest-xdist and execnet wheels in .whl/),
 # SWEEP_GEMM / SWEEP_SHAPES / SWEEP_CONFIGS / SWEEP_S (bench/gemm_sweep.py),
 # BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated; gemm:TEXT for a GEMM of the bench, at PROFILE_GEMM_SHAPE), PROFILE_REGEX (ncu's kernel names; for GEMMs e.g. _hopper_kernel|gemm|xmma), PROFILE_S,
 # TIMELINE_GEMMS / TIMELINE_SHAPE (bench/gemm_timeline.py: per-warpgroup clock64 stamps of Hopper GEMMs),
@@ -21,7 +21,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 STAGES="${STAGES-tests memcheck tune bench}"  # set but empty: no stage (setup only)
 for s in $STAGES; do
   case $s in
-    tests) timeout "${TEST_S:-300}" python3 -m pytest -v -p no:cacheprovider --tb=short ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} ${TEST_K:+-k "$TEST_K"} ${TEST_N:+-n "$TEST_N" --dist loadgroup} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "FAIL|ERROR|passed|failed" | cut -c1-160 ;;
+    tests) timeout "${TEST_S:-300}" python3 -m pytest -v -p no:cacheprovider --tb=short ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} ${TEST_K:+-k "$TEST_K"} ${TEST_N:+-n "$TEST_N"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "FAIL|ERROR|passed|failed" | cut -c1-160 ;;
     memcheck) timeout "${MEMCHECK_S:-400}" compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
     tune) timeout "${TUNE_S:-300}" python3 -m quantlay.cli tune --kernel "${TUNE_KERNELS:-mxfp4_cast_transpose_hw}" --flags "${TUNE_FLAGS:-on,off}" --shape "${TUNE_SHAPE:-8192x8192}" ${TUNE_MAX_TILE:+--max-tile "$TUNE_MAX_TILE"} 2>&1 | tee -a "$OUT/tune.log" | grep -E "^best|Error|error" | cut -c1-200; cp compiler/tuning.json "$OUT/" ;;
     compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
