@@ -51,8 +51,8 @@ BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
 HOPPER_STAGES_FP32_OUT = 4  # with an fp32 output five stages fit too, but ran no faster on the H200
 # the short last wave cut along K (_hopper_plan) in pieces of at least 8 K blocks, where the tiles take at most
-# 8 waves: on the H200 +3.5% at 4096x2048x7168 with 8 random groups; where more waves run, the tail's share is
-# small and the three extra launches cost about what it saves
+# 8 waves: on the H200 +3.5-3.9% at 4096x2048x7168 with 8 random groups, 1-2% slower where the plan finds no
+# short wave (8 equal groups there); with more waves the tail's share is small for the three extra launches
 HOPPER_SPLIT_TAIL, HOPPER_SPLIT_MIN_KB, HOPPER_SPLIT_MAX_WAVES = True, 8, 8
 BACKENDS = ("gluon", "triton",)
 

@@ -434,7 +434,13 @@ def test_hopper_split_tail_only_where_the_tiles_take_few_waves(programs, launche
     programs these groups' 60 tiles at most take 20, on 9 programs 7) and K holds two pieces."""
     mod, planned = find("fp8_gemm_grouped_fprop"), []
     plan = mod._hopper_plan
-    monkeypatch.setattr(mod, "_hopper_plan", type("Spy", (), {"__getitem__": lambda _, grid: planned.append(grid) or plan[grid]})())
+
+    class Spy:  # the plan kernel, its launches noted
+        def __getitem__(self, grid):
+            planned.append(grid)
+            return plan[grid]
+
+    monkeypatch.setattr(mod, "_hopper_plan", Spy())
     monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
     g = GEMMS["fp8_gemm_grouped_fprop"]
     G, M, N, K = len(SPLIT_LENS), sum(SPLIT_LENS), 576, 7168
@@ -459,8 +465,8 @@ SPLIT_MUTATIONS = {
 @pytest.mark.parametrize("bug", sorted(SPLIT_MUTATIONS))
 def test_hopper_split_tail_planted_bugs_are_caught(bug, tmp_path, monkeypatch):
     m = mutated("fp8_gemm_grouped_fprop", SPLIT_MUTATIONS[bug], tmp_path)
-    # 9 programs: a tail of 4 tiles, each with two halves of its own (on 13, the tail is one wide tile whose
-    # second half is empty, and a half misplaced onto the first races with it)
+    # 9 programs: the tail's 4 tiles include a whole one, whose second half misplaced leaves rows unwritten (on
+    # 13 the tail is one wide tile with an empty second half: misplaced, it races with the first's right write)
     y, ref, _ = split_run(m, 576, 9, monkeypatch)
     assert not torch.equal(y.cpu(), ref.to(y.dtype).cpu()), f"the suite misses: {bug}"
 
