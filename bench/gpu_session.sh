@@ -5,7 +5,9 @@
 # TEST_N (pytest-xdist workers sharing the GPU, to spread the GEMM tests' compilation; big_memory tests run one at
 # a time, by a file lock; needs the pytest-xdist and execnet wheels in .whl/),
 # SWEEP_GEMM / SWEEP_SHAPES / SWEEP_CONFIGS / SWEEP_S (bench/gemm_sweep.py),
-# BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S, TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated; gemm:TEXT for a GEMM of the bench, at PROFILE_GEMM_SHAPE), PROFILE_REGEX (ncu's kernel names; for GEMMs e.g. _hopper_kernel|gemm|xmma), PROFILE_S,
+# BENCH_MATCH (e.g. quantlay,torchao: no torch reference peers), BENCH_S, MEMCHECK_KERNELS, MEMCHECK_S,
+# MEMCHECK_TESTS / MEMCHECK_K (the memtests stage: GPU tests under compute-sanitizer, e.g. the GEMMs' split tail
+# with MEMCHECK_K="split and not random"), TUNE_KERNELS (comma-separated or all), TUNE_FLAGS (on,off | on | off), TUNE_SHAPE, TUNE_MAX_TILE, TUNE_S (seconds; tune.log is appended to, so one call can run several tunes), PROFILE_KERNELS (space-separated; gemm:TEXT for a GEMM of the bench, at PROFILE_GEMM_SHAPE), PROFILE_REGEX (ncu's kernel names; for GEMMs e.g. _hopper_kernel|gemm|xmma), PROFILE_S,
 # TIMELINE_GEMMS / TIMELINE_SHAPE (bench/gemm_timeline.py: per-warpgroup clock64 stamps of Hopper GEMMs),
 # ABLATE_GEMM / ABLATE_CASES (bench/gemm_ablate.py: the GEMM with one part of its consumer taken out, timed by gemm_ab),
 # AB_BASE (a folder of earlier generated GEMM modules; default: this tree's, for AB_SET) / AB_SET (NAME=INT, a module
@@ -22,6 +24,7 @@ STAGES="${STAGES-tests memcheck tune bench}"  # set but empty: no stage (setup o
 for s in $STAGES; do
   case $s in
     tests) timeout "${TEST_S:-300}" python3 -m pytest -v -p no:cacheprovider --tb=short ${TESTS:-tests/test_gpu.py tests/test_kernels.py tests/test_golden_vectors.py} ${TEST_K:+-k "$TEST_K"} ${TEST_N:+-n "$TEST_N"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "FAIL|ERROR|passed|failed" | cut -c1-160 ;;
+    memtests) timeout "${MEMCHECK_S:-400}" compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -q -p no:cacheprovider --tb=short ${MEMCHECK_TESTS:-tests/test_gpu_gemm.py} ${MEMCHECK_K:+-k "$MEMCHECK_K"} 2>&1 | tee "$OUT/memcheck_tests.log" | grep -E "ERROR SUMMARY|Invalid|passed|failed" | head -20 ;;
     memcheck) timeout "${MEMCHECK_S:-400}" compute-sanitizer --tool memcheck --print-limit 20 python3 bench/memcheck.py 2>&1 | tee "$OUT/memcheck.log" | tail -8 ;;
     tune) timeout "${TUNE_S:-300}" python3 -m quantlay.cli tune --kernel "${TUNE_KERNELS:-mxfp4_cast_transpose_hw}" --flags "${TUNE_FLAGS:-on,off}" --shape "${TUNE_SHAPE:-8192x8192}" ${TUNE_MAX_TILE:+--max-tile "$TUNE_MAX_TILE"} 2>&1 | tee -a "$OUT/tune.log" | grep -E "^best|Error|error" | cut -c1-200; cp compiler/tuning.json "$OUT/" ;;
     compare) timeout 300 python3 -m quantlay.cli compare dsl/specs/mxfp4_cast_transpose.ql --against examples.compare.handwritten_mxfp4:cast_transpose_mxfp4 --binding examples/compare/binding.toml --shapes 512x1024 --time-shapes 4096x6144,8192x8192,16384x8192 --json "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" | tail -12 ;;
