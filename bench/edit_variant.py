@@ -8,6 +8,9 @@ grid_group, opaque_widen):
   --reverse-directions  quantize the directions in the other order (fused 1x128 colwise first: 64.2 ->
                       66.5%; segmented fused rowwise first: 38.2 -> 40.4%); opaque_widen stays with
                       the direction that runs second.
+  --no-row-map          segmented kernels: no row-map load before the tile's (the same bytes only where every
+                      group is whole tiles, as variant.py's equal groups are at its shapes): what the load
+                      chain costs.
 """
 import argparse
 import pathlib
@@ -16,6 +19,7 @@ p = argparse.ArgumentParser()
 p.add_argument("src")
 p.add_argument("dst")
 p.add_argument("--reverse-directions", action="store_true")
+p.add_argument("--no-row-map", action="store_true")
 a = p.parse_args()
 src = pathlib.Path(a.src).read_text()
 
@@ -39,5 +43,10 @@ if a.reverse_directions:
     assert OPAQUE in sections[1], "the template's opaque widening changed: update OPAQUE"
     sections = [sections[1].replace(OPAQUE, "").rstrip() + "\n\n", widen_opaquely(sections[0]).rstrip() + "\n\n"]
 src = src[:starts[0]] + "".join(sections) + src[body_end:]
+if a.no_row_map:
+    for old, new in (("delta = tl.load(map_ptr + 2 * pid_m)", "delta = pid_m * 0"),
+                     ("row_lim = tl.load(map_ptr + 2 * pid_m + 1)", "row_lim = (pid_m * BLOCK_M < M).to(tl.int32) * M")):
+        assert old in src, f"not a segmented kernel, or its row map changed: {old!r}"
+        src = src.replace(old, new)
 pathlib.Path(a.dst).write_text(src)
 print(f"wrote {a.dst}")
