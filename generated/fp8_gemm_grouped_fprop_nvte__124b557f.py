@@ -379,7 +379,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr,
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
@@ -551,11 +551,18 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 gl.store(m + 1, cn)
                 gl.store(m + 2, row_end)
             elif C_TMA:
-                if (r0 + HM <= row_end) & (cn < num_n):
+                # a half across its group's end leaves by TMA too, through e_desc (see the launcher) where the group
+                # ends at row HM or later
+                edge = (r0 < row_end) & (r0 + HM > row_end) & (row_end >= HM) & (cn < num_n)
+                if (r0 + HM <= row_end) & (cn < num_n) | edge:
                     tma.store_wait(0)  # the previous tile's store has left c_buf
                     c_buf.store(_hopper_value(acc))
                     fence_async_shared()
-                    tma.async_copy_shared_to_global(c_desc, [r0, cn * BLOCK_N], c_buf)
+                    if edge:
+                        tma.async_copy_shared_to_global(e_desc, [row_end - HM, HM - (row_end - r0), cn * BLOCK_N],
+                                                        c_buf.reshape([1, HM, BLOCK_N]))
+                    else:
+                        tma.async_copy_shared_to_global(c_desc, [r0, cn * BLOCK_N], c_buf)
                 else:
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
             else:
@@ -567,7 +574,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, B_SCALAR: gl.constexpr,
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, B_SCALAR: gl.constexpr,
                    C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
     2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
@@ -589,11 +596,12 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, M, N, K, KB, s
         c1 = c_bufs.index(1)
     else:  # placeholders: the consumers store by pointers
         c_desc = a_desc
+        e_desc = a_desc
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
         (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
     ], [4, 1], [232, 40])
 
@@ -631,11 +639,16 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     b_scalar = 128 % bn == 0 and N % 128 == 0
     # the output by TMA where its rows are 16-byte aligned (the grouped weight gradient's as G * M rows)
     c_tma = (N * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
-    c_desc = None
+    c_desc = e_desc = None
     if c_tma:
         gdt = gl.bfloat16
         c_layout = gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt)
         c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn], c_layout)
+        # the same rows as windows of bm / 2 rows, window w starting at row w (the two outer strides overlap):
+        # a half across its group's end is stored at window row_end - bm / 2, starting at its first row, so the
+        # rows past the group's end fall outside the window, which TMA does not write
+        e_layout = gl.NVMMASharedLayout.get_default_for([1, bm // 2, bn], gdt)
+        e_desc = TensorDescriptor(out, [out.numel() // N, bm // 2, N], [N, N, 1], [1, bm // 2, bn], e_layout)
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     # the last wave cut along K where it is short (_hopper_plan decides on the device: the tiles depend on the
@@ -653,7 +666,7 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     else:
         plan = ws = meta = offsets  # not read
     for part in ((1, 2) if split else (0,)):
-        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, plan, ws,
+        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, e_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, plan, ws,
                              meta, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8,
                              IDX64=idx64, SPLIT=part, num_warps=4, maxnreg=168, launch_pdl=split)
     if split:

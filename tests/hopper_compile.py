@@ -52,8 +52,13 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
     gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
     c_desc = TensorDescriptor(out, [out.numel() // N, N], [N, 1], [bm // 2, bn],
                               gl.NVMMASharedLayout.get_default_for([bm // 2, bn], gdt))
+    if mod.GROUPS == "rows":  # and the windows that store a half across its group's end
+        c_desc = (c_desc, TensorDescriptor(out, [M, bm // 2, N], [N, N, 1], [1, bm // 2, bn],
+                                           gl.NVMMASharedLayout.get_default_for([1, bm // 2, bn], gdt)))
+    else:
+        c_desc = (c_desc,)
     stages = mod.HOPPER_STAGES_FP32_OUT if out.dtype == torch.float32 else mod.HOPPER_STAGES
-    return mod._hopper_kernel.warmup(*lead, *descs, bufs["a_scale"], bufs["b_scale"], out, c_desc,
+    return mod._hopper_kernel.warmup(*lead, *descs, bufs["a_scale"], bufs["b_scale"], out, *c_desc,
                                      M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
                                      B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
                                      **({"C_ADD": add_by_tma} if mod.ACCUMULATE else {}),
@@ -146,5 +151,6 @@ if __name__ == "__main__":
         report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": ptx.count("wgmma.mma_async"),
                         "offsets_in_loops": offsets_in_loops(k.asm["ttgir"]), "shared": k.metadata.shared,
                         "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared"),
+                        "tma_window_stores": ptx.count("cp.async.bulk.tensor.3d.global.shared"),
                         "tma_adds": ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add")}
     print(json.dumps(report))

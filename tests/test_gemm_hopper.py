@@ -62,6 +62,9 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         # pieces write partial sums by pointers)
         stores = {"+add": (0, 2), "+split2": (0, 0)}.get(name[name.find("+"):] if "+" in name else "", (2, 0))
         assert (r["tma_stores"], r["tma_adds"]) == stores, (name, r)
+        # a rows-grouped half across its group's end by TMA too (through the windows), one per consumer
+        windows = 2 if name.startswith("fp8_gemm_grouped_") and "wgrad" not in name and "+split2" not in name else 0
+        assert r["tma_window_stores"] == windows, (name, r)
         # the K loop's control stays uniform (a divergent branch around it, as when a grouped tile's group
         # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
         # a K block, 16 of them R2UR); the grouped loop is the dense one's, give or take its scale index

@@ -303,6 +303,9 @@ HOPPER_MUTATIONS = {
     # (groups of 130 and 170 rows end in 2 and 42 rows: wide tiles, whose second warpgroup takes b's next tile)
     "wide tile's second warpgroup reads the first column tile": ("fp8_gemm_grouped_fprop", [
         ("b_bufs.index(st + HALF * (st2 - st))", "b_bufs.index(st)")]),
+    # (the two groups' last row tiles hold 2 and 42 rows: their halves leave through the windows)
+    "window store of a half across its group's end one row late": ("fp8_gemm_grouped_fprop", [
+        ("[row_end - HM, HM - (row_end - r0), ", "[row_end - HM + 1, HM - (row_end - r0), ")]),
     "accumulation drops the loaded tile": ("fp8_gemm_grouped_wgrad_t_acc", [("acc += c_buf.load(mma)", "pass")]),
     # (the scales only: the stage index also names the barrier a promoted block frees, and a wrong one hangs)
     "weight-gradient pair promotes its first block with the second's b scales": ("fp8_gemm_grouped_wgrad_t", [
