@@ -232,14 +232,13 @@ def _hopper_grid_dependency(wait: gl.constexpr):
 
 
 @gluon.jit
-def _hopper_plan(offs_ptr, G, N, KB, P, plan_ptr, GB: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _hopper_plan(offs_ptr, G, N, KB, P, GB: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  MIN_KB: gl.constexpr):
-    """One program: the groups' tiles counted (by the rule the tile map walks by), and the split of the last
-    wave of P programs. Where that wave holds at most P / 2 tiles, each is cut along K into S pieces of
-    MIN_KB or more blocks, run one a program after the tiles before them and added by _hopper_tail_sum (24
-    tiles in a fifth wave after four of 132 otherwise cost a whole tile's time). Writes [tiles before the
-    tail, S (0: no split), tiles]."""
-    _hopper_grid_dependency(False)
+    """The groups' tiles counted (by the rule the tile map walks by), and the split of the last wave of P
+    programs. Where that wave holds at most P / 2 tiles, each is cut along K into S pieces of MIN_KB or more
+    blocks, run one a program after the tiles before them and added by _hopper_tail_sum (24 tiles in a fifth
+    wave after four of 132 otherwise cost a whole tile's time). Every grid of a split call computes it from
+    the offsets (four warps): [tiles before the tail, S (0: no split), tiles]."""
     g = gl.arange(0, GB, layout=gl.BlockedLayout([1], [32], [4], [0]))
     g_lo = gl.load(offs_ptr + g, mask=g < G, other=0)
     g_hi = gl.load(offs_ptr + g + 1, mask=g < G, other=0)
@@ -247,45 +246,43 @@ def _hopper_plan(offs_ptr, G, N, KB, P, plan_ptr, GB: gl.constexpr, BLOCK_M: gl.
     tail = tiles % P
     pieces = gl.minimum(P // gl.maximum(tail, 1), KB // MIN_KB)
     pieces = pieces * ((tiles > P) & (tail > 0) & (pieces >= 2)).to(gl.int32)
-    gl.store(plan_ptr, tiles - tail * (pieces > 0).to(gl.int32))
-    gl.store(plan_ptr + 1, pieces)
-    gl.store(plan_ptr + 2, tiles)
+    return tiles - tail * (pieces > 0).to(gl.int32), pieces, tiles
 
 
 @gluon.jit
-def _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT: gl.constexpr):
+def _hopper_split_range(offs_ptr, G, M, N, KB, SPLIT: gl.constexpr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
+                        BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr):
     """This program's tiles (from the first, by the number of programs, up to the end) and K blocks
     [kb0, kb1): every tile whole (SPLIT 0); the tiles before the planned tail, whole (1); one piece of a
     tail tile, or none (2)."""
     first = gl.program_id(0)
-    end = num_tiles
+    end = (gl.cdiv(M, BLOCK_M) + G) * gl.cdiv(N, BLOCK_N)  # at most: each group ends in one partial row tile
     kb0 = 0
     kb1 = KB
-    if SPLIT == 1:
-        _hopper_grid_dependency(True)  # the plan, written by the grid before
-        _hopper_grid_dependency(False)  # after the wait: the pieces' grid reads the plan too
-        end = gl.load(plan_ptr)
-    elif SPLIT == 2:  # (the plan is visible: this grid launched once every program before it had waited for it)
-        _hopper_grid_dependency(False)
-        pieces = gl.load(plan_ptr + 1)
-        s = gl.maximum(pieces, 1)
-        first = gl.load(plan_ptr) + gl.program_id(0) // s
-        end = first + ((pieces > 0) & (first < gl.load(plan_ptr + 2))).to(gl.int32)
-        kb0 = (gl.program_id(0) % s) * KB // s
-        kb1 = (gl.program_id(0) % s + 1) * KB // s
+    if SPLIT > 0:
+        _hopper_grid_dependency(False)  # the next grid (the pieces, then their sums) may launch
+        before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, gl.num_programs(0), GB, BLOCK_M, BLOCK_N, MIN_KB)
+        end = before
+        if SPLIT == 2:
+            s = gl.maximum(pieces, 1)
+            first = before + gl.program_id(0) // s
+            end = first + ((pieces > 0) & (first < tiles)).to(gl.int32)
+            kb0 = (gl.program_id(0) % s) * KB // s
+            kb1 = (gl.program_id(0) % s + 1) * KB // s
     return first, end, kb0, kb1
 
 
 @gluon.jit
-def _hopper_tail_sum(plan_ptr, ws_ptr, meta_ptr, c_ptr, N, HM: gl.constexpr, BLOCK_N: gl.constexpr,
-                     IDX64: gl.constexpr):
-    """Program 2u + h: half h of tail tile u, its pieces' partial sums added in piece order, then stored as
-    the whole tile's half would be (rows inside its group, columns < N)."""
+def _hopper_tail_sum(offs_ptr, G, N, KB, P, ws_ptr, meta_ptr, c_ptr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr, IDX64: gl.constexpr):
+    """Program 2u + h: half h of tail tile u (of the split planned for P programs), its pieces' partial sums
+    added in piece order, then stored as the whole tile's half would be (rows inside its group, columns < N)."""
+    HM: gl.constexpr = BLOCK_M // 2
     _hopper_grid_dependency(True)  # the pieces (which waited for the tiles before them) have completed
     u = gl.program_id(0) // 2
     h = gl.program_id(0) % 2
-    pieces = gl.load(plan_ptr + 1)
-    if (pieces > 0) & (u < gl.load(plan_ptr + 2) - gl.load(plan_ptr)):
+    before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, P, GB, BLOCK_M, BLOCK_N, MIN_KB)
+    if (pieces > 0) & (u < tiles - before):
         lay: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
         r = gl.arange(0, HM, layout=gl.SliceLayout(1, lay))
         c = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, lay))
@@ -302,13 +299,16 @@ def _hopper_tail_sum(plan_ptr, ws_ptr, meta_ptr, c_ptr, N, HM: gl.constexpr, BLO
 
 
 @gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
-    num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
-    first, num_tiles, kb0, kb1 = _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT)
+    num_tiles = end
+    if SPLIT != 2:  # whole tiles from this program's: known here (passed in, they leave the uniform datapath)
+        first = gl.program_id(0)
+        kb0 = 0
+        kb1 = KB
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
     # a scalar load or arithmetic on scalars, so the compiler keeps the tile loop's control uniform
@@ -379,7 +379,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr,
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
@@ -391,8 +391,11 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
-    num_tiles = (gl.cdiv(M, BLOCK_M) + G) * num_n
-    first, num_tiles, kb0, kb1 = _hopper_split_range(plan_ptr, num_tiles, KB, SPLIT)
+    num_tiles = end
+    if SPLIT != 2:  # whole tiles from this program's: known here (passed in, they leave the uniform datapath)
+        first = gl.program_id(0)
+        kb0 = 0
+        kb1 = KB
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
@@ -574,7 +577,8 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, B_SCALAR: gl.constexpr,
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, MIN_KB: gl.constexpr,
+                   GB: gl.constexpr, B_SCALAR: gl.constexpr,
                    C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
     2st + 1) and b's tile; ready[st] completes when its bytes landed, empty[st] when both consumers are done.
@@ -590,6 +594,7 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
     c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for h in gl.static_range(2):
         mbarrier.init(c_bars.index(h), count=1)
+    first, end, kb0, kb1 = _hopper_split_range(offs_ptr, G, M, N, KB, SPLIT, GB, BLOCK_M, BLOCK_N, MIN_KB)
     if C_TMA:
         c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
         c0 = c_bufs.index(0)
@@ -600,9 +605,9 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, plan_ptr, ws_ptr, meta_ptr, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, s5, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
     ], [4, 1], [232, 40])
 
 
@@ -652,26 +657,25 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     # the last wave cut along K where it is short (_hopper_plan decides on the device: the tiles depend on the
-    # offsets): plan, then the tiles before the tail and the tail's pieces, then their sums, each launch the
-    # programmatic dependent of the one before
+    # offsets): the tiles before the tail, then the tail's pieces, then their sums, each launch the programmatic
+    # dependent of the one before
     KB = triton.cdiv(K, BK)
     split = (HOPPER_SPLIT_TAIL and grid[0] < tiles <= HOPPER_SPLIT_MAX_WAVES * grid[0]
              and KB >= 2 * HOPPER_SPLIT_MIN_KB)
+    gb = max(128, triton.next_power_of_2(G))
     if split:
-        plan = torch.empty(3, dtype=torch.int32, device=out.device)
         ws = torch.empty(grid[0] * bm * bn, dtype=torch.float32, device=out.device)
         meta = torch.empty(grid[0] * 8, dtype=torch.int32, device=out.device)
-        _hopper_plan[(1,)](offsets, G, N, KB, grid[0], plan, GB=max(128, triton.next_power_of_2(G)), BLOCK_M=bm,
-                           BLOCK_N=bn, MIN_KB=HOPPER_SPLIT_MIN_KB, num_warps=4)
     else:
-        plan = ws = meta = offsets  # not read
+        ws = meta = offsets  # not read
     for part in ((1, 2) if split else (0,)):
-        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, e_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, plan, ws,
-                             meta, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, GROUP_M=8,
-                             IDX64=idx64, SPLIT=part, num_warps=4, maxnreg=168, launch_pdl=split)
+        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, e_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, ws,
+                             meta, MIN_KB=HOPPER_SPLIT_MIN_KB, GB=gb, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm,
+                             BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64, SPLIT=part, num_warps=4, maxnreg=168,
+                             launch_pdl=part == 2)
     if split:
-        _hopper_tail_sum[(2 * grid[0],)](plan, ws, meta, out, N, HM=bm // 2, BLOCK_N=bn, IDX64=idx64, num_warps=4,
-                                         launch_pdl=True)
+        _hopper_tail_sum[(2 * grid[0],)](offsets, G, N, KB, grid[0], ws, meta, out, GB=gb, BLOCK_M=bm, BLOCK_N=bn,
+                                         MIN_KB=HOPPER_SPLIT_MIN_KB, IDX64=idx64, num_warps=4, launch_pdl=True)
     return out
 
 

@@ -68,11 +68,13 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         # the K loop's control stays uniform (a divergent branch around it, as when a grouped tile's group
         # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
         # a K block, 16 of them R2UR); the grouped loop is the dense one's, give or take its scale index
-        assert r["k_loop_r2ur"] == 0, (name, r)
+        # (ptxas may move one scale into a uniform register: the split's first grid, one predicated R2UR)
+        assert r["k_loop_r2ur"] <= (1 if "+split" in name else 0), (name, r)
         # each grouped partition reads its tiles' group offsets in its tile loop, not once before it
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
-        if "+split" in name:  # the split's tile and K ranges leave the grouped K loop as it is
-            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 1, (name, r)
+        if "+split" in name:  # the split's tile and K ranges leave the grouped K loop as it is, give or take the
+            # pieces' K range (from the plan their grid computes, passed into the partitions: 141 against 139)
+            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 2, (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
             assert r["mmas"] == 4 and r["mma_waits"] == [0], (name, r)  # a block's 4 MMAs, then its wait

@@ -3,6 +3,8 @@
 Engineered exact inputs must equal the reference bit for bit; random inputs stay within the bound."""
 import pytest
 import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import reference, runtime
 from quantlay.generated import find
@@ -392,6 +394,16 @@ def test_hopper_split_tail_every_rows_grouped_gemm(name, N, programs, monkeypatc
     assert torch.equal(y, yt)
 
 
+@gluon.jit
+def _plan_probe(offs_ptr, G, N, KB, P, plan_ptr, plan: gl.constexpr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr):
+    """The plan every grid of a split call computes (`plan`, a module's _hopper_plan), written out."""
+    before, pieces, tiles = plan(offs_ptr, G, N, KB, P, GB, BLOCK_M, BLOCK_N, MIN_KB)
+    gl.store(plan_ptr, before)
+    gl.store(plan_ptr + 1, pieces)
+    gl.store(plan_ptr + 2, tiles)
+
+
 @sm90
 @pytest.mark.parametrize("N,programs", SPLIT_CASES)
 def test_hopper_split_tail_plan_exact_and_every_cell_written(N, programs, monkeypatch):
@@ -401,8 +413,8 @@ def test_hopper_split_tail_plan_exact_and_every_cell_written(N, programs, monkey
     mod, K = find("fp8_gemm_grouped_fprop"), 7168
     plan = torch.empty(3, dtype=torch.int32, device=DEVICE)
     offs = offsets_of(SPLIT_LENS).to(DEVICE)
-    mod._hopper_plan[(1,)](offs, len(SPLIT_LENS), N, K // 128, programs, plan, GB=128, BLOCK_M=128, BLOCK_N=128,
-                           MIN_KB=mod.HOPPER_SPLIT_MIN_KB)
+    _plan_probe[(1,)](offs, len(SPLIT_LENS), N, K // 128, programs, plan, mod._hopper_plan, GB=128, BLOCK_M=128,
+                      BLOCK_N=128, MIN_KB=mod.HOPPER_SPLIT_MIN_KB, num_warps=4)
     expected = split_plan(SPLIT_LENS, N, K, programs, mod.HOPPER_SPLIT_MIN_KB)
     assert plan.tolist() == expected and expected[1] >= 2, (plan.tolist(), expected)
     y, ref, yt = split_run(mod, N, programs, monkeypatch, K)
@@ -436,14 +448,14 @@ def test_hopper_split_tail_only_where_the_tiles_take_few_waves(programs, launche
     """The launcher plans a split only where the tiles can take at most HOPPER_SPLIT_MAX_WAVES waves (on 3
     programs these groups' 60 tiles at most take 20, on 9 programs 7) and K holds two pieces."""
     mod, planned = find("fp8_gemm_grouped_fprop"), []
-    plan = mod._hopper_plan
+    tail_sum = mod._hopper_tail_sum
 
-    class Spy:  # the plan kernel, its launches noted
+    class Spy:  # the kernel that sums the tail's pieces (a split call's last launch), its launches noted
         def __getitem__(self, grid):
             planned.append(grid)
-            return plan[grid]
+            return tail_sum[grid]
 
-    monkeypatch.setattr(mod, "_hopper_plan", Spy())
+    monkeypatch.setattr(mod, "_hopper_tail_sum", Spy())
     monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
     g = GEMMS["fp8_gemm_grouped_fprop"]
     G, M, N, K = len(SPLIT_LENS), sum(SPLIT_LENS), 576, 7168
