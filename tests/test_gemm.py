@@ -98,6 +98,26 @@ def test_every_output_cell_is_written_and_nothing_outside():
     assert not torch.isnan(out).any() and torch.isnan(big[70 * 150:]).all()
 
 
+def with_nan_scale(q):
+    """The quantized operand q with its first fp32 scale NaN (in place): an output row or column of NaN."""
+    for key, t in q.tensors().items():
+        if key.endswith("scale") and t.dtype == torch.float32:
+            t.view(-1)[0] = float("nan")
+    return q
+
+
+def test_a_nan_is_written_as_the_canonical_bf16_nan():
+    """NaN outputs are 0x7FFF, the canonical bf16 NaN the GPU's convert writes (the Hopper path's epilogue
+    and cuBLAS's), not torch's 0x7FC0; the other cells are the reference's."""
+    g = GEMMS["fp8_gemm_fprop"]
+    a, b = with_nan_scale(engineered(g.a, (70, 256), seed=1)), engineered(g.b, (150, 256), seed=2)
+    y = find("fp8_gemm_fprop").gemm(a, b, **TILE).cpu()
+    nan = torch.isnan(y)
+    assert nan[0].all() and nan.sum() == 150, "a's first scale (row 0, K block 0) is NaN: row 0 alone"
+    assert (y.view(torch.int16)[nan] == 0x7FFF).all()
+    assert torch.equal(y[1:], reference.gemm(g, a, b)[1:].to(y.dtype).cpu())
+
+
 # ---- grouped -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_dgrad"])
 @pytest.mark.parametrize("lens", [[0, 1, 127, 129], [64], [30, 0, 70, 0]])

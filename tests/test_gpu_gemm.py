@@ -10,7 +10,8 @@ from quantlay import reference, runtime
 from quantlay.generated import find
 
 from quantlay.errors import LaunchError
-from test_gemm import GEMMS, dense_shapes, engineered, expect, mutated, offsets_of, producer, rel_err
+from test_gemm import (GEMMS, dense_shapes, engineered, expect, mutated, offsets_of, producer, rel_err,
+                       with_nan_scale)
 
 pytestmark = pytest.mark.gpu
 DEVICE = "cuda"
@@ -202,6 +203,30 @@ def test_hopper_wgrad_exact_and_accumulate(kind, name, monkeypatch):
     find(name + "_acc").gemm(a, b, offs, out=buf, backend="gluon")
     want = torch.stack([torch.ones(M, N) if n == 0 else ref[i].cpu() + 1 for i, n in enumerate(lens)])
     assert torch.equal(buf.cpu(), want)
+
+
+@sm90
+@pytest.mark.parametrize("name", [n for n in HOPPER if GEMMS[n].out_dtype == "bf16"])
+def test_hopper_nan_bits_are_the_triton_kernels(name):
+    """An operand's NaN scale: the Hopper path's NaN outputs (the convert instruction's) have the Triton
+    kernel's bits, 0x7FFF, as every other cell does."""
+    g = GEMMS[name]
+    if g.groups == "contraction":
+        t = torch.tensor([130, 0, 300], device=DEVICE)
+        a, b = engineered(g.a, (430, 256), G=3, lens=t, seed=1), engineered(g.b, (430, 200), G=3, lens=t, seed=2)
+        args = (a.extras["padded_offsets"],)
+    elif g.groups == "rows":
+        a = engineered(g.a, (300, 640), seed=1)
+        b = engineered(g.b, (2 * 200, 640) if g.b.direction.name == "rowwise" else (2 * 640, 200), seed=2)
+        args = (offsets_of([130, 170]).to(DEVICE),)
+    else:
+        sa, sb = dense_shapes(g, 300, 200, 640)
+        a, b, args = engineered(g.a, sa, seed=1), engineered(g.b, sb, seed=2), ()
+    with_nan_scale(a)
+    yg, yt = both(name, a, b, *args)
+    bits = yg.view(torch.int16)
+    assert torch.isnan(yg).any() and (bits[torch.isnan(yg)] == 0x7FFF).all()
+    assert torch.equal(bits, yt.view(torch.int16))
 
 
 @sm90
