@@ -306,7 +306,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = end
-    if SPLIT != 2:  # whole tiles from this program's: known here (passed in, they leave the uniform datapath)
+    if SPLIT != 2:  # whole tiles: the first and the K range known here (values passed in leave the uniform datapath)
         first = gl.program_id(0)
         kb0 = 0
         kb1 = KB
@@ -393,7 +393,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = end
-    if SPLIT != 2:  # whole tiles from this program's: known here (passed in, they leave the uniform datapath)
+    if SPLIT != 2:  # whole tiles: the first and the K range known here (values passed in leave the uniform datapath)
         first = gl.program_id(0)
         kb0 = 0
         kb1 = KB
@@ -663,7 +663,7 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
     KB = triton.cdiv(K, BK)
     split = (HOPPER_SPLIT_TAIL and grid[0] < tiles <= HOPPER_SPLIT_MAX_WAVES * grid[0]
              and KB >= 2 * HOPPER_SPLIT_MIN_KB)
-    gb = max(128, triton.next_power_of_2(G))
+    gb = max(128, triton.next_power_of_2(G)) if split else 128  # the plan's lanes (a compile-time size)
     if split:
         ws = torch.empty(grid[0] * bm * bn, dtype=torch.float32, device=out.device)
         meta = torch.empty(grid[0] * 8, dtype=torch.int32, device=out.device)
