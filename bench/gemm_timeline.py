@@ -31,8 +31,9 @@ CLOCK = "gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.i
 
 
 def _record(event: int, value: str, indent: int) -> str:
+    # (a split call's pieces, SPLIT 2, are not stamped: their grid's programs would overwrite the tiles')
     return (f"{' ' * indent}gl.store(tl_ptr + ((gl.program_id(0) * 2 + HALF) * {TILES} + n_t) * {len(EVENTS)} + {event}, "
-            f"{value}, mask=n_t < {TILES})\n")
+            f"{value}, mask=n_t < {TILES} * STAMPED)\n")
 
 
 def _stamp(event: int, indent: int) -> str:
@@ -71,7 +72,8 @@ def instrument(source: str) -> str:
     head, rest = s.split("def _hopper_consumer(", 1)
     body, tail = rest.split("\n@gluon.jit\n", 1)
     body = "def _hopper_consumer(tl_ptr, " + body
-    body = _sub(r"(\n    it = 0\n)", r"\1    n_t = 0\n", body)
+    stamped = "SPLIT != 2" if "SPLIT: gl.constexpr" in body else "True"
+    body = _sub(r"(\n    it = 0\n)", rf"\1    n_t = 0\n    STAMPED: gl.constexpr = {stamped}\n", body)
     body = _sub(r"(\n    for t in range\([^\n]*\n)",
                 lambda m: m.group(1) + _stamp(0, 8) + "        ready_wait = ts * 0\n        mma_wait = ts * 0\n", body)
     for total, pattern in WAITS.items():
