@@ -387,7 +387,8 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     ahead), then acc += block * scales.
     A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
     which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
-    c_buf by TMA during the MMAs; c_bar says when); other halves leave by pointers."""
+    c_buf by TMA during the MMAs; c_bar says when); one across its group's end by a TMA store through
+    e_desc's windows, where the group ends at row 64 or later; other halves leave by pointers."""
     HM: gl.constexpr = BLOCK_M // 2
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
