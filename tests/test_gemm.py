@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from quantlay import LayoutMismatchError, inputs, reference
+from quantlay import LayoutMismatchError, bench, inputs, reference
 from quantlay.errors import LaunchError
 from quantlay.generated import find
 from quantlay.spec import SPECS_DIR, load_gemms
@@ -35,8 +35,8 @@ def engineered(op, shape, G=1, lens=None, seed=0, code=3, exp=2):
 
 
 def rel_err(y, r):
-    y, r = y.double().cpu(), r.double().cpu()
-    return float(1 - 2 * (y * r).sum() / ((y * y).sum() + (r * r).sum()))
+    """1 - 2 <y, r> / (|y|^2 + |r|^2), the bench's check of a GEMM's output (here on the CPU)."""
+    return bench.relative_error(y.detach().cpu(), r.detach().cpu())
 
 
 def expect(g, y, ref, exact):

@@ -7,7 +7,7 @@ import torch
 import quantlay.nn as qnn
 from quantlay import runtime
 
-from test_nn import rel_err
+from test_gemm import rel_err
 
 pytestmark = pytest.mark.gpu
 

@@ -8,13 +8,9 @@ from quantlay import reference
 from quantlay.spec import SPECS_DIR, load_gemms
 
 from conftest import DEVICE
+from test_gemm import rel_err
 
 GEMMS = {g.name: g for g in load_gemms(SPECS_DIR / "fp8_gemm.ql")}
-
-
-def rel_err(y, r):
-    y, r = y.detach().double().cpu(), r.detach().double().cpu()
-    return float(1 - 2 * (y * r).sum() / ((y * y).sum() + (r * r).sum()))
 
 
 def ref(recipe, role, a, b, offs=None, dtype=torch.bfloat16):
