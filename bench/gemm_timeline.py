@@ -31,9 +31,8 @@ CLOCK = "gl.inline_asm_elementwise('mov.u64 $0, %clock64;', '=l', [], dtype=gl.i
 
 
 def _record(event: int, value: str, indent: int) -> str:
-    # (a split call's pieces, SPLIT 2, are not stamped: their grid's programs would overwrite the tiles')
     return (f"{' ' * indent}gl.store(tl_ptr + ((gl.program_id(0) * 2 + HALF) * {TILES} + n_t) * {len(EVENTS)} + {event}, "
-            f"{value}, mask=n_t < {TILES} * STAMPED)\n")
+            f"{value}, mask=n_t < {TILES})\n")
 
 
 def _stamp(event: int, indent: int) -> str:
@@ -72,16 +71,15 @@ def instrument(source: str) -> str:
     head, rest = s.split("def _hopper_consumer(", 1)
     body, tail = rest.split("\n@gluon.jit\n", 1)
     body = "def _hopper_consumer(tl_ptr, " + body
-    stamped = "SPLIT != 2" if "SPLIT: gl.constexpr" in body else "True"
-    body = _sub(r"(\n    it = 0\n)", rf"\1    n_t = 0\n    STAMPED: gl.constexpr = {stamped}\n", body)
+    body = _sub(r"(\n    it = 0\n)", r"\1    n_t = 0\n", body)
     body = _sub(r"(\n    for t in range\([^\n]*\n)",
                 lambda m: m.group(1) + _stamp(0, 8) + "        ready_wait = ts * 0\n        mma_wait = ts * 0\n", body)
     for total, pattern in WAITS.items():
         body = _timed(pattern, total, body)
     body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(1, 12), body)
     # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
-    # the tile it adds into), or, grouped by rows, before the split tail's `if SPLIT == 2:` that precedes it
-    body = _sub(r"(?s)(.*\n)(            (?:if C_TMA:|if SPLIT == 2:[^\n]*)\n)",
+    # the tile it adds into), or, grouped by rows, before the split tail's pieces' partial sums that precede it
+    body = _sub(r"(?s)(.*\n)(            (?:if C_TMA:|arrived = pieces - 1[^\n]*)\n)",
                 lambda m: m.group(1) + _stamp(2, 12) + m.group(2), body)
     body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
                 lambda m: m.group(1) + _stamp(3, 12) + _record(4, "ready_wait", 12) + _record(5, "mma_wait", 12)

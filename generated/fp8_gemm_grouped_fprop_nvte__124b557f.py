@@ -50,10 +50,10 @@ BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES, GROUP_M = 64, 128, 4, 3, 8
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there): 128x128 tiles in two 64-row halves
 HOPPER_BLOCK, HOPPER_STAGES = (128, 128), 5
 HOPPER_STAGES_FP32_OUT = 4  # with an fp32 output five stages fit too, but ran no faster on the H200
-# the short last wave cut along K (_hopper_plan) in pieces of at least 8 K blocks, where the tiles take at most
-# 8 waves: on the H200 +3.5-3.9% at 4096x2048x7168 with 8 random groups, 1-2% slower where the plan finds no
-# short wave (8 equal groups there); with more waves the tail's share is small for the three extra launches
-HOPPER_SPLIT_TAIL, HOPPER_SPLIT_MIN_KB, HOPPER_SPLIT_MAX_WAVES = True, 8, 8
+# the short last wave cut along K (_hopper_plan) in pieces of at least 14 K blocks (a piece's partial sums cost
+# about 4 blocks' time; 8 ran 1.3-1.6% slower), where the tiles take at most 8 waves: on the H200 +3.5-3.9% at
+# 4096x2048x7168 with 8 random groups; with more waves the tail's share of the time is small
+HOPPER_SPLIT_TAIL, HOPPER_SPLIT_MIN_KB, HOPPER_SPLIT_MAX_WAVES = True, 14, 8
 BACKENDS = ("gluon", "triton",)
 
 
@@ -222,24 +222,13 @@ def _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M: gl.constexpr):
 
 
 @gluon.jit
-def _hopper_grid_dependency(wait: gl.constexpr):
-    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
-    has completed and its writes are visible."""
-    if wait:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
-
-
-@gluon.jit
 def _hopper_plan(offs_ptr, G, N, KB, P, GB: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  MIN_KB: gl.constexpr):
     """The groups' tiles counted (by the rule the tile map walks by), and the split of the last wave of P
     programs. Where that wave holds at most P / 2 tiles, each is cut along K into S pieces of MIN_KB or more
-    blocks, run one a program after the tiles before them and added by _hopper_tail_sum (24 tiles in a fifth
-    wave after four of 132 otherwise cost a whole tile's time). Every grid of a split call computes it from
-    the offsets (four warps): [tiles before the tail, S (0: no split), tiles]."""
+    blocks, one a program after its whole tiles (24 tiles in a fifth wave after four of 132 otherwise cost a
+    whole tile's time). Computed from the offsets by every program of a split call (four warps):
+    [tiles before the tail, S (0: no split), tiles]."""
     g = gl.arange(0, GB, layout=gl.BlockedLayout([1], [32], [4], [0]))
     g_lo = gl.load(offs_ptr + g, mask=g < G, other=0)
     g_hi = gl.load(offs_ptr + g + 1, mask=g < G, other=0)
@@ -251,65 +240,28 @@ def _hopper_plan(offs_ptr, G, N, KB, P, GB: gl.constexpr, BLOCK_M: gl.constexpr,
 
 
 @gluon.jit
-def _hopper_split_range(offs_ptr, G, M, N, KB, SPLIT: gl.constexpr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
-                        BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr):
-    """This program's tiles (from the first, by the number of programs, up to the end) and K blocks
-    [kb0, kb1): every tile whole (SPLIT 0); the tiles before the planned tail, whole (1); one piece of a
-    tail tile, or none (2)."""
-    first = gl.program_id(0)
+def _hopper_split(offs_ptr, G, M, N, KB, SPLIT: gl.constexpr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr):
+    """The programs' work: the tiles [program, end) by the number of programs, whole below `before`; from
+    there (SPLIT, where the plan cuts the tail into `pieces` pieces a tile) a slot a program, for a piece
+    from the queue. Without SPLIT every tile is whole, up to a bound on their count."""
     end = (gl.cdiv(M, BLOCK_M) + G) * gl.cdiv(N, BLOCK_N)  # at most: each group ends in one partial row tile
-    kb0 = 0
-    kb1 = KB
-    if SPLIT > 0:
-        _hopper_grid_dependency(False)  # the next grid (the pieces, then their sums) may launch
+    before = end
+    pieces = 0
+    if SPLIT:
         before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, gl.num_programs(0), GB, BLOCK_M, BLOCK_N, MIN_KB)
-        end = before
-        if SPLIT == 2:
-            s = gl.maximum(pieces, 1)
-            first = before + gl.program_id(0) // s
-            end = first + ((pieces > 0) & (first < tiles)).to(gl.int32)
-            kb0 = (gl.program_id(0) % s) * KB // s
-            kb1 = (gl.program_id(0) % s + 1) * KB // s
-    return first, end, kb0, kb1
+        end = before + gl.num_programs(0) * (pieces > 0).to(gl.int32)
+    return before, pieces, end
 
 
 @gluon.jit
-def _hopper_tail_sum(offs_ptr, G, N, KB, P, ws_ptr, meta_ptr, c_ptr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
-                     BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr, IDX64: gl.constexpr):
-    """Program 2u + h: half h of tail tile u (of the split planned for P programs), its pieces' partial sums
-    added in piece order, then stored as the whole tile's half would be (rows inside its group, columns < N)."""
-    HM: gl.constexpr = BLOCK_M // 2
-    _hopper_grid_dependency(True)  # the pieces (which waited for the tiles before them) have completed
-    u = gl.program_id(0) // 2
-    h = gl.program_id(0) % 2
-    before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, P, GB, BLOCK_M, BLOCK_N, MIN_KB)
-    if (pieces > 0) & (u < tiles - before):
-        lay: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
-        r = gl.arange(0, HM, layout=gl.SliceLayout(1, lay))
-        c = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, lay))
-        acc = gl.zeros([HM, BLOCK_N], gl.float32, lay)
-        for p in range(pieces):
-            acc += gl.load(ws_ptr + (((u * pieces + p) * 2 + h) * HM + r)[:, None] * BLOCK_N + c[None, :])
-        m = meta_ptr + (u * pieces * 2 + h) * 4  # where the tile's first piece put this half
-        i = gl.load(m) + r
-        j = gl.load(m + 1) * BLOCK_N + c
-        if IDX64:
-            i = i.to(gl.int64)
-            j = j.to(gl.int64)
-        _hopper_store(c_ptr, acc, i, j, i < gl.load(m + 2), N)
-
-
-@gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = end
-    if SPLIT != 2:  # whole tiles: the first and the K range known here (values passed in leave the uniform datapath)
-        first = gl.program_id(0)
-        kb0 = 0
-        kb1 = KB
+    first = gl.program_id(0)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
     # a scalar load or arithmetic on scalars, so the compiler keeps the tile loop's control uniform
@@ -320,9 +272,25 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     for t in range(first, num_tiles, gl.num_programs(0)):
+        # tile t, its K blocks [kb0, kb1): whole below `before`; from there (a split call) this program's piece
+        # slot: a piece v from a queue (the programs done first with their whole tiles take the pieces), piece
+        # v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+        tile = t
+        kb0 = 0
+        kb1 = KB
+        v = t - before
+        if SPLIT:
+            if t >= before:
+                v = gl.atomic_add(cnt_ptr + gl.num_programs(0), 1, sem="relaxed", scope="gpu")
+                gl.store(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0), v)
+                gl.thread_barrier()
+                mbarrier.arrive(tk_bar, count=1)
+                tile = before + v // pieces
+                kb0 = (v % pieces) * KB // pieces
+                kb1 = (v % pieces + 1) * KB // pieces
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
-        while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
+        while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
             base += g_tiles
             gc += 1
             g_lo = g_hi
@@ -330,7 +298,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
             g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
         found = gc < G
         g = gc
-        local = t - base
+        local = tile - base
         num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
@@ -380,7 +348,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1,
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
@@ -394,10 +362,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
     num_tiles = end
-    if SPLIT != 2:  # whole tiles: the first and the K range known here (values passed in leave the uniform datapath)
-        first = gl.program_id(0)
-        kb0 = 0
-        kb1 = KB
+    first = gl.program_id(0)
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
@@ -410,9 +375,23 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
     for t in range(first, num_tiles, gl.num_programs(0)):
+        # tile t, its K blocks [kb0, kb1): whole below `before`; from there (a split call) this program's piece
+        # slot: a piece v from a queue (the programs done first with their whole tiles take the pieces), piece
+        # v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+        tile = t
+        kb0 = 0
+        kb1 = KB
+        v = t - before
+        if SPLIT:
+            if t >= before:
+                mbarrier.wait(tk_bar, 0)  # the loader took it from the queue
+                v = gl.load(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0))
+                tile = before + v // pieces
+                kb0 = (v % pieces) * KB // pieces
+                kb1 = (v % pieces + 1) * KB // pieces
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
-        while (gc < G) & (t >= base + g_tiles):  # past group gc's tiles: the next group
+        while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
             base += g_tiles
             gc += 1
             g_lo = g_hi
@@ -420,7 +399,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
         found = gc < G
         g = gc
-        local = t - base
+        local = tile - base
         num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
         width = GROUP_M * num_n
         first_m = (local // width) * GROUP_M
@@ -548,13 +527,26 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
                     acc += p * scale
-            if SPLIT == 2:  # a piece of a tail tile: its partial sums, and where the half goes, for _hopper_tail_sum
-                k = (gl.program_id(0) * 2 + HALF) * HM + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-                gl.store(ws_ptr + k[:, None] * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :], acc)
-                m = meta_ptr + (gl.program_id(0) * 2 + HALF) * 4
-                gl.store(m, r0)
-                gl.store(m + 1, cn)
-                gl.store(m + 2, row_end)
+            arrived = pieces - 1  # this half's pieces that came before this one (a whole tile: as the last piece)
+            if SPLIT:
+                if t >= before:  # piece v of the tail: its partial sums into slot v of the workspace, in the
+                    # order of the MMA layout's registers (a register pair of the 128 threads in turn), so that a warp's
+                    # accesses cover 256 contiguous bytes, not 8 rows (4x faster sums on the H200)
+                    wr = gl.arange(0, HM, layout=gl.SliceLayout(1, mma))[:, None]
+                    wc = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :]
+                    wp = wc // 2  # the column pair
+                    ws = (((wp // 4) * 2 + (wr % 16) // 8) * 128 + (wr // 16) * 32 + (wr % 8) * 4 + wp % 4) * 2 + wc % 2
+                    gl.store(ws_ptr + (v * 2 + HALF) * HM * BLOCK_N + ws, acc)
+                    # then counted in, once the warpgroup's stores are made (released at GPU scope); the piece
+                    # counted last adds every piece's sums in piece order (acquired) and stores the half
+                    gl.thread_barrier()
+                    arrived = gl.atomic_add(cnt_ptr + (tile - before) * 2 + HALF, 1, sem="acq_rel", scope="gpu")
+                    if arrived == pieces - 1:
+                        acc = zero
+                        for p in range((tile - before) * pieces, (tile - before + 1) * pieces):
+                            acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + ws, cache_modifier=".cg")
+            if arrived != pieces - 1:  # a piece of a half that another piece stores
+                pass
             elif C_TMA:
                 # a half across its group's end leaves by TMA too, through e_desc (see the launcher) where the group
                 # ends at row HM or later
@@ -574,12 +566,10 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 _hopper_store(c_ptr, acc, i, j, i < row_end, N)
     if C_TMA:
         tma.store_wait(0)
-    if SPLIT == 2:  # completes after the tiles before the tail, so the grids after it see the whole output
-        _hopper_grid_dependency(True)
 
 
 @gluon.jit
-def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, MIN_KB: gl.constexpr,
+def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, MIN_KB: gl.constexpr,
                    GB: gl.constexpr, B_SCALAR: gl.constexpr,
                    C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """Persistent: programs stride over the output tiles. Stage st holds a's two halves (buffers 2st and
@@ -596,7 +586,10 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
     c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for h in gl.static_range(2):
         mbarrier.init(c_bars.index(h), count=1)
-    first, end, kb0, kb1 = _hopper_split_range(offs_ptr, G, M, N, KB, SPLIT, GB, BLOCK_M, BLOCK_N, MIN_KB)
+    before, pieces, end = _hopper_split(offs_ptr, G, M, N, KB, SPLIT, GB, BLOCK_M, BLOCK_N, MIN_KB)
+    tk_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())  # the program's piece taken
+    mbarrier.init(tk_bar.index(0), count=1)
+    tk_bar = tk_bar.index(0)
     if C_TMA:
         c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
         c0 = c_bufs.index(0)
@@ -607,9 +600,9 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, meta_ptr, first, end, kb0, kb1, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
     ], [4, 1], [232, 40])
 
 
@@ -659,25 +652,21 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     # the last wave cut along K where it is short (_hopper_plan decides on the device: the tiles depend on the
-    # offsets): the tiles before the tail, then the tail's pieces, then their sums, each launch the programmatic
-    # dependent of the one before
+    # offsets): each program runs its whole tiles, then a piece of a tail tile; the pieces' partial sums go to a
+    # workspace, and the last of a half's pieces to arrive (a count per half) adds them and stores the half
     KB = triton.cdiv(K, BK)
     split = (HOPPER_SPLIT_TAIL and grid[0] < tiles <= HOPPER_SPLIT_MAX_WAVES * grid[0]
              and KB >= 2 * HOPPER_SPLIT_MIN_KB)
     gb = max(128, triton.next_power_of_2(G)) if split else 128  # the plan's lanes (a compile-time size)
-    if split:
+    if split:  # partial sums: a slot per piece and half; counts: two per tail tile (at most grid / 2 of them),
+        # the queue of pieces, each program's piece
         ws = torch.empty(grid[0] * bm * bn, dtype=torch.float32, device=out.device)
-        meta = torch.empty(grid[0] * 8, dtype=torch.int32, device=out.device)
+        cnt = torch.zeros(2 * grid[0] + 1, dtype=torch.int32, device=out.device)
     else:
-        ws = meta = offsets  # not read
-    for part in ((1, 2) if split else (0,)):
-        _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, e_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, ws,
-                             meta, MIN_KB=HOPPER_SPLIT_MIN_KB, GB=gb, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm,
-                             BLOCK_N=bn, STAGES=stages, GROUP_M=8, IDX64=idx64, SPLIT=part, num_warps=4, maxnreg=168,
-                             launch_pdl=part == 2)
-    if split:
-        _hopper_tail_sum[(2 * grid[0],)](offsets, G, N, KB, grid[0], ws, meta, out, GB=gb, BLOCK_M=bm, BLOCK_N=bn,
-                                         MIN_KB=HOPPER_SPLIT_MIN_KB, IDX64=idx64, num_warps=4, launch_pdl=True)
+        ws = cnt = offsets  # not read
+    _hopper_kernel[grid](*descs, a_scale, b_scale, out, c_desc, e_desc, M, N, K, KB, *_sizes(M, N, K, G), offsets, G, ws,
+                         cnt, MIN_KB=HOPPER_SPLIT_MIN_KB, GB=gb, B_SCALAR=b_scalar, C_TMA=c_tma, BLOCK_M=bm, BLOCK_N=bn,
+                         STAGES=stages, GROUP_M=8, IDX64=idx64, SPLIT=int(split), num_warps=4, maxnreg=168)
     return out
 
 

@@ -33,10 +33,10 @@ class Sm90:
         return 0
 
 
-def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_tma=False, split=0):
+def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_tma=False, split=False):
     """The sm_90 compile of `name`'s Hopper kernel (of `mod`, an edited copy of its module, if given, whose
     kernel takes the arguments `lead` first); accumulating, with the add by a TMA reduce-add or not; grouped
-    by rows, as the whole kernel (split 0), the tiles before a split tail (1) or the tail's pieces (2)."""
+    by rows, for a call whose short last wave may be split (split) or not."""
     mod = mod or find(name)
     phys = mod._physical(M, N, K, G)
     bufs = {key: torch.zeros(phys[key], dtype=mod.DTYPES[key]) for key in phys}
@@ -46,7 +46,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
              for key, rows in (("a_data", bm // 2), ("b_data", bn))]
     extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
     if mod.GROUPS == "rows":  # the split's partial sums and their places
-        extra += (torch.zeros(132 * bm * bn), torch.zeros(132 * 8, dtype=torch.int32))
+        extra += (torch.zeros(132 * bm * bn), torch.zeros(132, dtype=torch.int32))
     out = torch.zeros((G, M, N) if mod.GROUPS == "contraction" else (M, N), dtype=mod.OUT_DTYPE)
     # the output by TMA, as the launcher chooses for these aligned shapes
     gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
@@ -62,7 +62,7 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
                                      M, N, K, K // 128, *mod._sizes(M, N, K, G), *extra,
                                      B_SCALAR=mod.GROUPS != "contraction", C_TMA=True, BLOCK_M=bm, BLOCK_N=bn,
                                      **({"C_ADD": add_by_tma} if mod.ACCUMULATE else {}),
-                                     **({"SPLIT": split, "MIN_KB": mod.HOPPER_SPLIT_MIN_KB, "GB": 128}
+                                     **({"SPLIT": int(split), "MIN_KB": mod.HOPPER_SPLIT_MIN_KB, "GB": 128}
                                         if mod.GROUPS == "rows" else {}),
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
@@ -145,9 +145,9 @@ if __name__ == "__main__":
             report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1")
         print(json.dumps(report))
         sys.exit(0)
-    for name in sys.argv[1:]:  # NAME+add: an accumulating GEMM with its add by a TMA reduce-add; NAME+split1/2
+    for name in sys.argv[1:]:  # NAME+add: an accumulating GEMM with its add by a TMA reduce-add; NAME+split
         base, _, variant = name.partition("+")
-        k = compile_hopper(base, add_by_tma=variant == "add", split=int(variant[5:]) if variant.startswith("split") else 0)
+        k = compile_hopper(base, add_by_tma=variant == "add", split=variant == "split")
         ptx = k.asm["ptx"]
         report[name] = {**resources(k.asm["cubin"]), **k_loop(k.asm["cubin"]), "wgmma": ptx.count("wgmma.mma_async"),
                         "offsets_in_loops": offsets_in_loops(k.asm["ttgir"]), "shared": k.metadata.shared,

@@ -473,14 +473,16 @@ def test_hopper_split_tail_only_where_the_tiles_take_few_waves(programs, launche
     """The launcher plans a split only where the tiles can take at most HOPPER_SPLIT_MAX_WAVES waves (on 3
     programs these groups' 60 tiles at most take 20, on 9 programs 7) and K holds two pieces."""
     mod, planned = find("fp8_gemm_grouped_fprop"), []
-    tail_sum = mod._hopper_tail_sum
+    kernel = mod._hopper_kernel
 
-    class Spy:  # the kernel that sums the tail's pieces (a split call's last launch), its launches noted
+    class Spy:  # the Hopper kernel, whether each launch may split its tail noted
         def __getitem__(self, grid):
-            planned.append(grid)
-            return tail_sum[grid]
+            def launch(*args, **kwargs):
+                planned.append(kwargs["SPLIT"])
+                return kernel[grid](*args, **kwargs)
+            return launch
 
-    monkeypatch.setattr(mod, "_hopper_tail_sum", Spy())
+    monkeypatch.setattr(mod, "_hopper_kernel", Spy())
     monkeypatch.setattr(runtime, "sm_count", lambda device: programs)
     g = GEMMS["fp8_gemm_grouped_fprop"]
     G, M, N, K = len(SPLIT_LENS), sum(SPLIT_LENS), 576, 7168
@@ -488,16 +490,21 @@ def test_hopper_split_tail_only_where_the_tiles_take_few_waves(programs, launche
     b = engineered(g.b, (G * N, K), seed=2, **exact_ranges(K))
     offs = offsets_of(SPLIT_LENS).to(DEVICE)
     y = mod.gemm(a, b, offs, backend="gluon")
-    assert bool(planned) == launched
+    assert planned == [int(launched)]
     expect(g, y, reference.gemm(g, a, b, offs), exact=True)
 
 
 SPLIT_MUTATIONS = {
-    "a tail piece drops its last K block": [("kb1 = (gl.program_id(0) % s + 1) * KB // s",
-                                             "kb1 = (gl.program_id(0) % s + 1) * KB // s - 1")],
-    "the tail sum leaves out the last piece": [("for p in range(pieces):", "for p in range(pieces - 1):")],
-    "the tail sum puts both halves in the first half's place": [("m = meta_ptr + (u * pieces * 2 + h) * 4",
-                                                                "m = meta_ptr + (u * pieces * 2) * 4")],
+    "a tail piece drops its last K block": [("kb1 = (v % pieces + 1) * KB // pieces",
+                                             "kb1 = (v % pieces + 1) * KB // pieces - 1")],
+    "the queue hands every program the first piece": [("v = gl.atomic_add(cnt_ptr + gl.num_programs(0), 1,",
+                                                       "v = gl.atomic_add(cnt_ptr + gl.num_programs(0), 0,")],
+    "the tail sum leaves out the last piece": [("for p in range((tile - before) * pieces, (tile - before + 1) * pieces):",
+                                                "for p in range((tile - before) * pieces, (tile - before + 1) * pieces - 1):")],
+    "the tail sum reads the other half's partial sums": [("acc += gl.load(ws_ptr + (p * 2 + HALF) * HM",
+                                                          "acc += gl.load(ws_ptr + (p * 2 + 1 - HALF) * HM")],
+    "both halves of a tail tile count on one counter": [("cnt_ptr + (tile - before) * 2 + HALF, 1",
+                                                         "cnt_ptr + (tile - before) * 2, 1")],
 }
 
 
