@@ -531,12 +531,13 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             if SPLIT:
                 if t >= before:  # piece v of the tail: its partial sums into slot v of the workspace, in the
                     # order of the MMA layout's registers (a register pair of the 128 threads in turn), so that a warp's
-                    # accesses cover 256 contiguous bytes, not 8 rows (4x faster sums on the H200)
+                    # access covers 256 contiguous bytes, not 8 rows of 32 (the last piece's sums then took 7.5-9K
+                    # cycles on the H200, not 17-22K)
                     wr = gl.arange(0, HM, layout=gl.SliceLayout(1, mma))[:, None]
                     wc = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :]
                     wp = wc // 2  # the column pair
-                    ws = (((wp // 4) * 2 + (wr % 16) // 8) * 128 + (wr // 16) * 32 + (wr % 8) * 4 + wp % 4) * 2 + wc % 2
-                    gl.store(ws_ptr + (v * 2 + HALF) * HM * BLOCK_N + ws, acc)
+                    w_off = (((wp // 4) * 2 + (wr % 16) // 8) * 128 + (wr // 16) * 32 + (wr % 8) * 4 + wp % 4) * 2 + wc % 2
+                    gl.store(ws_ptr + (v * 2 + HALF) * HM * BLOCK_N + w_off, acc)
                     # then counted in, once the warpgroup's stores are made (released at GPU scope); the piece
                     # counted last adds every piece's sums in piece order (acquired) and stores the half
                     gl.thread_barrier()
@@ -544,7 +545,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     if arrived == pieces - 1:
                         acc = zero
                         for p in range((tile - before) * pieces, (tile - before + 1) * pieces):
-                            acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + ws, cache_modifier=".cg")
+                            acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
             if arrived != pieces - 1:  # a piece of a half that another piece stores
                 pass
             elif C_TMA:
@@ -652,8 +653,9 @@ def _launch_hopper(a_data, a_scale, b_data, b_scale, out, M, N, K, offsets, phys
         stages = min(stages, HOPPER_STAGES_FP32_OUT) if out.element_size() == 4 else stages
     grid = (min(tiles, runtime.sm_count(a_data.device)),)
     # the last wave cut along K where it is short (_hopper_plan decides on the device: the tiles depend on the
-    # offsets): each program runs its whole tiles, then a piece of a tail tile; the pieces' partial sums go to a
-    # workspace, and the last of a half's pieces to arrive (a count per half) adds them and stores the half
+    # offsets): each program runs its whole tiles, then takes a piece of a tail tile from a queue; the pieces'
+    # partial sums go to a workspace, and the last of a half's pieces to arrive (a count per half) adds them and
+    # stores the half
     KB = triton.cdiv(K, BK)
     split = (HOPPER_SPLIT_TAIL and grid[0] < tiles <= HOPPER_SPLIT_MAX_WAVES * grid[0]
              and KB >= 2 * HOPPER_SPLIT_MIN_KB)
