@@ -106,7 +106,7 @@ def summarize(t: torch.Tensor, programs: int) -> str:
     overlap, lag = [], []
     # each program's tiles and its span, its first tile's entry to its last store (its SM's clock): where the
     # programs' tile counts differ, the span of those with most tiles is the kernel's
-    spans = {}
+    spans, last_loop, last_epilogue = {}, [], []
     for p in range(programs):
         done = 0
         for n in range(TILES):
@@ -130,6 +130,9 @@ def summarize(t: torch.Tensor, programs: int) -> str:
             lag.append(int(ev[1, start] - ev[0, start]))
         if done:
             spans.setdefault(done, []).append(last - int(t[p, :, 0, top].min()))
+            ev = t[p, :, done - 1]  # the program's last tile (in a split call, its piece of the tail)
+            last_loop += [int(ev[h, end] - ev[h, start]) for h in range(2)]
+            last_epilogue += [int(ev[h, stored] - ev[h, end]) for h in range(2)]
     if not lag:
         return "no complete tile was stamped"
     med = statistics.median
@@ -139,7 +142,9 @@ def summarize(t: torch.Tensor, programs: int) -> str:
             f"epilogues at the same time: median {med(overlap):.0%} of warpgroup 0's epilogue\n"
             f"warpgroup 1's tile start after warpgroup 0's: median {med(lag):.0f} cycles (in step when this is "
             f"small against the K loop)\n"
-            f"program spans (cycles), by tiles a program ran: {per_count}")
+            f"program spans (cycles), by tiles a program ran: {per_count}\n"
+            f"each program's last tile (a split call's piece): K loop median {med(last_loop):.0f}, epilogue median "
+            f"{med(last_epilogue):.0f}, max {max(last_epilogue)} (the last piece of a tail tile adds the pieces)")
 
 
 def main() -> None:

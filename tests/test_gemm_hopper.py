@@ -131,6 +131,7 @@ def test_the_timeline_summary_tells_warpgroups_in_step_from_staggered(lag, toget
     assert f"epilogues at the same time: median {together}" in text and f"median {lag} cycles" in text, text
     assert ("mapping 100, K loop 600, waits for stages 150, waits for MMAs 250, epilogue 200, "
             "to the next tile 100") in text, text
+    assert "last tile (a split call's piece): K loop median 600, epilogue median 200, max 200" in text, text
 
 
 def test_the_ab_tool_names_bench_entries_and_refuses_a_missing_baseline(tmp_path):
