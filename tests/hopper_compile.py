@@ -45,8 +45,8 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
                               gl.NVMMASharedLayout.get_default_for([rows, 128], gl.float8e4nv))
              for key, rows in (("a_data", bm // 2), ("b_data", bn))]
     extra = (torch.zeros(G + 1, dtype=torch.int64), G) if mod.GROUPS else ()
-    if mod.GROUPS == "rows":  # the split's partial sums and their places
-        extra += (torch.zeros(132 * bm * bn), torch.zeros(132, dtype=torch.int32))
+    if mod.GROUPS == "rows":  # the split's partial sums and counts, as the launcher sizes them
+        extra += (torch.zeros(132 * bm * bn), torch.zeros(2 * 132 + 1, dtype=torch.int32))
     out = torch.zeros((G, M, N) if mod.GROUPS == "contraction" else (M, N), dtype=mod.OUT_DTYPE)
     # the output by TMA, as the launcher chooses for these aligned shapes
     gdt = gl.float32 if out.dtype == torch.float32 else gl.bfloat16
