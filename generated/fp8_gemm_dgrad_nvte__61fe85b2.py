@@ -178,6 +178,14 @@ def _gemm_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, KB, s0, s1, s2, s
 
 
 @gluon.jit
+def _lane_zero(N: gl.constexpr, layout: gl.constexpr):
+    # zeros that ptxas cannot prove uniform (%laneid >> 5 is 0): a tile's one b scale indexed by them is loaded
+    # by every thread into a vector register, not into a uniform one whose R2UR waits on the load in the K loop
+    return gl.inline_asm_elementwise("{ .reg .u32 t; mov.u32 t, %laneid; shr.u32 $0, t, 5; } // $1", "=r,r",
+                                     [gl.zeros([N], gl.int32, layout)], dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
 def _hopper_value(acc):
     """The output's values of an fp32 tile: rounded to bf16 by the convert instruction (nearest even,
     a NaN as 0x7FFF), the bits of the Triton kernel's integer arithmetic, which here ran 5% / 7% / 16% slower
@@ -255,10 +263,10 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             cn = pid_n
             i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
             j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR), else one
-            # column of the tile per thread
+            # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR; loaded by every
+            # thread), else one column of the tile per thread
             if B_SCALAR:
-                jb = cn * BLOCK_N
+                jb = cn * BLOCK_N + _lane_zero(HM, gl.SliceLayout(1, mma))
             else:
                 jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
@@ -267,7 +275,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 jb = jb.to(gl.int64)
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
-            # the first K block's scales (see the loop)
+            # the first two K blocks' scales (see the loop)
             inside = 0 < KB
             r = i
             c = 0 * 128
@@ -280,20 +288,36 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
             c = c // 128
             s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
             nb = s
+            inside = 1 < KB
+            r = i
+            c = 1 * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+            na2 = s
+            r = 1 * 128
+            c = jb
+            r = r // 128
+            c = c // 128
+            s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
+            nb2 = s
             acc = zero
-            for kb in range(KB):
+            for kb in range(0, KB - 1, 2):
                 st = it % STAGES
-                # this block's scales were loaded a block ahead; now the next block's (none past the last): na,
-                # one per row of a; nb, one per jb (see the tile's setup)
-                sa = na
-                sb = nb
-                inside = (kb + 1) < KB
+                # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                # thread), then the loads of the block after next (none past the last) into the same registers:
+                # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                if B_SCALAR:
+                    scale = (na * nb)[:, None]
+                else:
+                    scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                inside = (kb + 2) < KB
                 r = i
-                c = (kb + 1) * 128
+                c = (kb + 2) * 128
                 c = c // 128
                 s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
                 na = s
-                r = (kb + 1) * 128
+                r = (kb + 2) * 128
                 c = jb
                 r = r // 128
                 c = c // 128
@@ -302,12 +326,63 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 mbarrier.wait(ready.index(st), (it // STAGES) & 1)
                 p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
                                   is_async=True)
-                # while the MMAs run: the block's scale tile (b's columns spread over the MMA's layout through
-                # shared memory: 1 load per thread, not one per column it holds)
+                p = warpgroup_mma_wait(0, deps=(p, ))
+                mbarrier.arrive(empty.index(st), count=1)
+                it += 1
+                acc += p * scale
+                st = it % STAGES
+                # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                # thread), then the loads of the block after next (none past the last) into the same registers:
+                # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
                 if B_SCALAR:
-                    scale = sa[:, None] * sb
+                    scale = (na2 * nb2)[:, None]
                 else:
-                    scale = sa[:, None] * gl.convert_layout(sb, gl.SliceLayout(0, mma))[None, :]
+                    scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
+                inside = ((kb + 1) + 2) < KB
+                r = i
+                c = ((kb + 1) + 2) * 128
+                c = c // 128
+                s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                na2 = s
+                r = ((kb + 1) + 2) * 128
+                c = jb
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
+                nb2 = s
+                mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                  is_async=True)
+                p = warpgroup_mma_wait(0, deps=(p, ))
+                mbarrier.arrive(empty.index(st), count=1)
+                it += 1
+                acc += p * scale
+            if (KB - 0) % 2 == 1:
+                st = it % STAGES
+                # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                # thread), then the loads of the block after next (none past the last) into the same registers:
+                # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                if B_SCALAR:
+                    scale = (na * nb)[:, None]
+                else:
+                    scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                inside = ((KB - 1) + 2) < KB
+                r = i
+                c = ((KB - 1) + 2) * 128
+                c = c // 128
+                s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                na = s
+                r = ((KB - 1) + 2) * 128
+                c = jb
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((c * s3) + r), mask=(jb < N) & inside, other=0.0)
+                nb = s
+                mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                  is_async=True)
                 p = warpgroup_mma_wait(0, deps=(p, ))
                 mbarrier.arrive(empty.index(st), count=1)
                 it += 1

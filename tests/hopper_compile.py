@@ -101,7 +101,7 @@ def resources(cubin: bytes):
 def k_loop(cubin: bytes):
     """The innermost SASS loop that holds the MMAs (a consumer's K loop): its instructions, how many move a
     value into a uniform register (R2UR: loop control the compiler could not keep uniform), its MMA
-    instructions and its MMA waits."""
+    instructions, its local-memory accesses (spills) and its MMA waits."""
     code = [(int(m.group(1), 16), m.group(2)) for m in
             re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", cuobjdump(cubin, "-sass"))]
     mma = [a for a, op in code if "GMMA" in op]
@@ -112,7 +112,8 @@ def k_loop(cubin: bytes):
     # the MMA waits (warpgroup.wait N: N groups may stay in flight); ptxas puts a wait 0 after every MMA
     # where it serializes them
     waits = [int(m.group(1), 16) for o in body for m in [re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", o)] if m]
-    return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body), "mmas": sum("GMMA" in o for o in body),
+    return {"k_loop": len(body), "k_loop_r2ur": sum("R2UR" in o for o in body),
+            "k_loop_local": sum(bool(re.match(r"(@!?U?P\w+ )?(LDL|STL)\b", o)) for o in body), "mmas": sum("GMMA" in o for o in body),
             "mma_waits": waits}
 
 

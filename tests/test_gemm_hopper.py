@@ -54,8 +54,10 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.splitlines()[-1])
     for name, r in report.items():
-        # accumulating, one word of stack holds a flag across the K loop (read once per tile); nothing else
-        assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") else 0), (name, r)
+        # accumulating, one word of stack holds a flag across the K loop (read once per tile); with the split
+        # tail, one 8-byte word stored at the start and read outside the K loop; nothing else, and nothing in it
+        assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") or "+split" in name else 0), (name, r)
+        assert r["k_loop_local"] == 0, (name, r)
         assert r["wgmma"] >= 8, (name, r)  # 4 K steps of 32 in each of the two consumer warpgroups
         assert r["shared"] <= 232448, (name, r)  # the H200's shared memory per block
         # the output leaves by TMA, one store per consumer (or, adding by TMA, one reduce-add)
@@ -72,11 +74,12 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         # each grouped partition reads its tiles' group offsets in its tile loop, not once before it
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
         if "+split" in name:  # the split's tile and K ranges leave the grouped K loop as it is, give or take the
-            # pieces' K range (from the queue, per tile: 144 against 141)
-            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 3, (name, r)
+            # pieces' K range (from the queue, per tile: 278 against 269 a trip of two blocks)
+            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 10, (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
-            assert r["mmas"] == 4 and r["mma_waits"] == [0], (name, r)  # a block's 4 MMAs, then its wait
+            # two blocks a trip (their scales in two sets of registers): each block's 4 MMAs, then its wait
+            assert r["mmas"] == 8 and r["mma_waits"] == [0, 0], (name, r)
         else:  # a pair of blocks: 8 MMAs, the first block promoted while the second's run (not serialized)
             assert r["mmas"] == 8 and r["mma_waits"] == [1, 0], (name, r)
 
