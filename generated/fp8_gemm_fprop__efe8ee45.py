@@ -236,7 +236,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
 def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, c_buf, c_bar, M, N, K, KB, s0, s1,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
-    (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded a block
+    (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded two blocks
     ahead), then acc += block * scales.
     A finished half whose rows all belong to the output (to its group) leaves by a TMA store from c_buf,
     which runs while this warpgroup starts its next tile (accumulating, the tile it adds into arrives in
