@@ -327,6 +327,10 @@ HOPPER_MUTATIONS = {
     "one b scale per tile across two groups' blocks": ("fp8_gemm_grouped_fprop", [(" and N % 128 == 0", "")]),
     "group offset off by one": ("fp8_gemm_grouped_fprop", [("row0 = (g_lo + ", "row0 = (1 + g_lo + ")]),
     "second half reads the first half's rows": ("fp8_gemm_fprop", [("a_bufs.index(2 * st + HALF)", "a_bufs.index(2 * st)")]),
+    # (the K loop's two sets of scale registers: K = 320 is three blocks, a trip and an odd last block)
+    "second block of a trip takes the scales loaded for the block after next": ("fp8_gemm_fprop", [
+        ("scale = (na2 * nb2)[:, None]", "scale = (na * nb)[:, None]")]),
+    "a tile's second block's scales loaded from its first block's": ("fp8_gemm_fprop", [("c = 1 * 128", "c = 0 * 128")]),
     # (groups of 130 and 170 rows end in 2 and 42 rows: wide tiles, whose second warpgroup takes b's next tile)
     "wide tile's second warpgroup reads the first column tile": ("fp8_gemm_grouped_fprop", [
         ("b_bufs.index(st + HALF * (st2 - st))", "b_bufs.index(st)")]),
