@@ -409,6 +409,35 @@ CSV_FIELDS = ["kernel", "group", "shape", "kernel_hash", "median_ms", "p20_ms", 
               "tflops", "pct_of_fp8_peak", "note"]
 
 
+def gemm_ratios(rows: Sequence[Row]) -> List[str]:
+    """The GEMM targets' ratios among rows of one run, a line per shape where both sides were timed: the
+    dense kernel over torchao's Triton kernel and over cuBLAS's blockwise GEMM, each grouped fprop over the
+    dense kernel (same total M, N, K), each weight gradient over the grouped fprop with its groups."""
+    tf = {(r.name, r.shape): r.tflops for r in rows if r.group == "gemm" and r.tflops == r.tflops}
+    dense = "quantlay fp8_gemm_fprop"
+    peers = {"torchao": "torchao triton_fp8_gemm_1x128_128x128",
+             "cuBLAS": "cuBLAS blockwise (torchao _scaled_mm, 1x128 x 128x128)"}
+    out = []
+    for shape in dict.fromkeys(r.shape for r in rows if r.group == "gemm"):
+        parts = []
+        d = tf.get((dense, shape))
+        for label, peer in peers.items():
+            if d and tf.get((peer, shape)):
+                parts.append(f"dense / {label} {d / tf[(peer, shape)]:.2f}x")
+        for (name, s), v in tf.items():
+            if s != shape or " G=" not in name:
+                continue
+            groups = name[name.index(" G="):].replace(" [gluon]", "")
+            if name.startswith("quantlay fp8_gemm_grouped_fprop") and d:
+                parts.append(f"grouped{groups} / dense {100 * v / d:.1f}%")
+            elif "wgrad" in name and tf.get(("quantlay fp8_gemm_grouped_fprop" + groups, shape)):
+                parts.append(f"{name.split()[1]}{groups} / grouped fprop "
+                             f"{100 * v / tf[('quantlay fp8_gemm_grouped_fprop' + groups, shape)]:.1f}%")
+        if parts:
+            out.append(f"{shape:>16s}: " + "; ".join(parts))
+    return out
+
+
 def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
         match: Optional[Sequence[str]] = None, gemm_shapes=GEMM_SHAPES) -> List[Row]:
     """Time every selected entry at every shape; the CSV gets each row as it is measured (a run cut
@@ -471,4 +500,8 @@ def run(groups=("mxfp4",), shapes=SHAPES, csv_path: Optional[str] = None,
             print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.tflops:10.0f} TF/s {r.pct_peak:12.1f}% {r.note}")
         else:
             print(f"{r.name:56s} {r.shape:>16s} {r.median_ms:10.4f} {r.gbps:11.0f} GB/s {r.pct_copy:12.1f}%")
+    ratios = gemm_ratios(rows)
+    if ratios:
+        print("GEMM ratios (same run):")
+        print("\n".join(ratios))
     return rows

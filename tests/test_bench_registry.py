@@ -133,3 +133,17 @@ def test_a_profiler_names_a_gemm_entry_in_one_word():
     assert bench.gemm_entry("quantlay fp8_gemm_fprop").name == "quantlay fp8_gemm_fprop"
     with pytest.raises(ValueError, match="the entries are"):
         bench.gemm_entry("no such gemm")
+
+
+def test_gemm_ratios_pair_rows_of_one_shape():
+    """The bench's closing lines: the GEMM targets' ratios, from rows of the same run and shape only."""
+    R = bench.Row
+    rows = [R("quantlay fp8_gemm_fprop", "gemm", "64x64x64", tflops=1000.0),
+            R("quantlay fp8_gemm_grouped_fprop G=8 random", "gemm", "64x64x64", tflops=850.0),
+            R("quantlay fp8_gemm_grouped_wgrad_t_bf16 G=8 random [gluon]", "gemm", "64x64x64", tflops=595.0),
+            R("torchao triton_fp8_gemm_1x128_128x128", "gemm", "64x64x64", tflops=500.0),
+            R("quantlay fp8_gemm_grouped_fprop G=8 random", "gemm", "32x32x32", tflops=900.0),  # no dense there
+            R("mxfp8_nvte", "mxfp8", "64x64", gbps=3000.0)]
+    assert bench.gemm_ratios(rows) == [
+        "        64x64x64: dense / torchao 2.00x; grouped G=8 random / dense 85.0%; "
+        "fp8_gemm_grouped_wgrad_t_bf16 G=8 random / grouped fprop 70.0%"]
