@@ -223,6 +223,12 @@ def _gemm_check(g, a, b, offs, output: Callable[[], torch.Tensor]):
     return check
 
 
+# the GEMM entries the targets' ratios pair (see gemm_ratios)
+DENSE_GEMM, GROUPED_GEMM = "quantlay fp8_gemm_fprop", "quantlay fp8_gemm_grouped_fprop"
+GEMM_PEERS = {"torchao": "torchao triton_fp8_gemm_1x128_128x128",
+              "cuBLAS": "cuBLAS blockwise (torchao _scaled_mm, 1x128 x 128x128)"}
+
+
 def _quantlay_dense(name: str, backend: Optional[str] = None):
     """A shipped dense GEMM; backend None is what users get (on the H200 the Gluon kernel), "triton" the
     portable kernel."""
@@ -267,7 +273,7 @@ def _quantlay_grouped(G: int, random: bool):
         b = find("fp8_128x128_rocm_te").quantize(_randn(G * N, K))
         out = torch.empty(M, N, dtype=torch.bfloat16, device=DEVICE)
         return (lambda: mod.gemm(a, b, offs, out=out)), 2 * M * N * K, _gemm_check(g, a, b, offs, lambda: out)
-    return Entry(f"quantlay fp8_gemm_grouped_fprop G={G} {'random' if random else 'equal'}", make,
+    return Entry(f"{GROUPED_GEMM} G={G} {'random' if random else 'equal'}", make,
                  _rows_per_group(G), kernel_hash=_hash(mod), group="gemm")
 
 
@@ -342,8 +348,8 @@ def gemm_peer_entries() -> List[Entry]:
         one = torch.ones((), device="cuda")
         return (lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), 2 * M * N * K
 
-    return [Entry("torchao triton_fp8_gemm_1x128_128x128", triton_gemm, group="gemm"),
-            Entry("cuBLAS blockwise (torchao _scaled_mm, 1x128 x 128x128)", cublas_gemm, group="gemm"),
+    return [Entry(GEMM_PEERS["torchao"], triton_gemm, group="gemm"),
+            Entry(GEMM_PEERS["cuBLAS"], cublas_gemm, group="gemm"),
             Entry("torchao triton_fp8_gemm_1x128_128x1 (wgrad)", triton_wgrad, group="gemm"),
             Entry("torch bf16 matmul", bf16, group="gemm"),
             Entry("torch per-tensor FP8 _scaled_mm", per_tensor, group="gemm")]
@@ -414,25 +420,22 @@ def gemm_ratios(rows: Sequence[Row]) -> List[str]:
     dense kernel over torchao's Triton kernel and over cuBLAS's blockwise GEMM, each grouped fprop over the
     dense kernel (same total M, N, K), each weight gradient over the grouped fprop with its groups."""
     tf = {(r.name, r.shape): r.tflops for r in rows if r.group == "gemm" and r.tflops == r.tflops}
-    dense = "quantlay fp8_gemm_fprop"
-    peers = {"torchao": "torchao triton_fp8_gemm_1x128_128x128",
-             "cuBLAS": "cuBLAS blockwise (torchao _scaled_mm, 1x128 x 128x128)"}
     out = []
     for shape in dict.fromkeys(r.shape for r in rows if r.group == "gemm"):
         parts = []
-        d = tf.get((dense, shape))
-        for label, peer in peers.items():
+        d = tf.get((DENSE_GEMM, shape))
+        for label, peer in GEMM_PEERS.items():
             if d and tf.get((peer, shape)):
                 parts.append(f"dense / {label} {d / tf[(peer, shape)]:.2f}x")
         for (name, s), v in tf.items():
             if s != shape or " G=" not in name:
                 continue
             groups = name[name.index(" G="):].replace(" [gluon]", "")
-            if name.startswith("quantlay fp8_gemm_grouped_fprop") and d:
+            fprop = tf.get((GROUPED_GEMM + groups, shape))
+            if name.startswith(GROUPED_GEMM) and d:
                 parts.append(f"grouped{groups} / dense {100 * v / d:.1f}%")
-            elif "wgrad" in name and tf.get(("quantlay fp8_gemm_grouped_fprop" + groups, shape)):
-                parts.append(f"{name.split()[1]}{groups} / grouped fprop "
-                             f"{100 * v / tf[('quantlay fp8_gemm_grouped_fprop' + groups, shape)]:.1f}%")
+            elif "wgrad" in name and fprop:
+                parts.append(f"{name.split()[1]}{groups} / grouped fprop {100 * v / fprop:.1f}%")
         if parts:
             out.append(f"{shape:>16s}: " + "; ".join(parts))
     return out
