@@ -17,6 +17,7 @@ import re
 import statistics
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import torch
@@ -66,25 +67,36 @@ def instrument(source: str) -> str:
     s = _sub(r"\(_hopper_consumer, \(", "(_hopper_consumer, (tl_ptr, ", s, count=2)
     s = _sub(r"_hopper_kernel\[grid\]\(", "_hopper_kernel[grid](TIMELINE, ", s)
     s = _sub(r"\ndef _launch_hopper\(", "\nTIMELINE = None\n\n\ndef _launch_hopper(", s)
-    # the consumer (the loader has an `if found:` too): its tile counter, its stamps at the tile's start,
-    # after the K loop and after the store
+    # the consumer (the loader has an `if found:` too): its tile counter, and in each copy of its tile code
+    # (the tile loop's; grouped by rows, a split call's piece after it) stamps at the tile's start, after the
+    # K loop and after the store
     head, rest = s.split("def _hopper_consumer(", 1)
     body, tail = rest.split("\n@gluon.jit\n", 1)
     body = "def _hopper_consumer(tl_ptr, " + body
     body = _sub(r"(\n    it = 0\n)", r"\1    n_t = 0\n", body)
-    body = _sub(r"(\n    for t in range\([^\n]*\n)",
-                lambda m: m.group(1) + _stamp(0, 8) + "        ready_wait = ts * 0\n        mma_wait = ts * 0\n", body)
     for total, pattern in WAITS.items():
         body = _timed(pattern, total, body)
-    body = _sub(r"(\n        if found:\n)", lambda m: m.group(1) + _stamp(1, 12), body)
-    # the K loop's end: before the tile's last `if C_TMA:` (its epilogue; accumulating, an earlier one loads
-    # the tile it adds into), or, grouped by rows, before the split tail's pieces' partial sums that precede it
-    body = _sub(r"(?s)(.*\n)(            (?:if C_TMA:|arrived = pieces - 1[^\n]*)\n)",
-                lambda m: m.group(1) + _stamp(2, 12) + m.group(2), body)
-    body = _sub(r"(\n)(    if C_TMA:\n        tma.store_wait\(0\)\n)",
-                lambda m: m.group(1) + _stamp(3, 12) + _record(4, "ready_wait", 12) + _record(5, "mma_wait", 12)
-                + "            n_t += 1\n" + m.group(2), body)
-    return head + body + "\n@gluon.jit\n" + tail
+    top = "        ready_wait = ts * 0\n        mma_wait = ts * 0\n"
+    loop, end = re.split(r"(?=\n    if C_TMA:\n        tma\.store_wait\(0\)\n)", body)
+    loop, piece = (re.split(r"(?=\n    if SPLIT:\n        if pieces > 0:\n)", loop) + [""])[:2]
+    loop = _sub(r"(\n    for t in range\([^\n]*\n)", lambda m: m.group(1) + _stamp(0, 8) + top, loop)
+    loop = _tile(loop, 12)
+    if piece:
+        piece = _tile(_sub(r"(\n        if pieces > 0:\n)", lambda m: m.group(1) + _stamp(0, 12) + textwrap.indent(top, "    "),
+                           piece), 16)
+    return head + loop + piece + end + "\n@gluon.jit\n" + tail
+
+
+def _tile(text: str, pad: int) -> str:
+    """One copy of the consumer's tile code (its `if found:` body indented by `pad`) with its stamps: the
+    tile mapped, the K loop's end (before the tile's last `if C_TMA:`, its epilogue; accumulating, an earlier
+    one loads the tile it adds into; or, a split call's piece, before its partial sums), the store."""
+    sp = " " * pad
+    text = _sub(rf"(\n{sp[4:]}if found:\n)", lambda m: m.group(1) + _stamp(1, pad), text)
+    text = _sub(rf"(?s)(.*\n)({sp}(?:if C_TMA:|wr = gl\.arange)[^\n]*\n)", lambda m: m.group(1) + _stamp(2, pad) + m.group(2),
+                text)
+    return (text.rstrip("\n") + "\n" + _stamp(3, pad) + _record(4, "ready_wait", pad) + _record(5, "mma_wait", pad)
+            + f"{sp}n_t += 1\n")
 
 
 def load_copy(name: str, source=None):

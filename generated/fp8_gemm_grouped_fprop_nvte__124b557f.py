@@ -250,25 +250,22 @@ def _hopper_plan(offs_ptr, G, N, KB, P, GB: gl.constexpr, BLOCK_M: gl.constexpr,
 @gluon.jit
 def _hopper_split(offs_ptr, G, M, N, KB, SPLIT: gl.constexpr, GB: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, MIN_KB: gl.constexpr):
-    """The programs' work: the tiles [program, end) by the number of programs, whole below `before`; from
-    there (SPLIT, where the plan cuts the tail into `pieces` pieces a tile) a slot a program, for a piece
-    from the queue. Without SPLIT every tile is whole, up to a bound on their count."""
-    end = (gl.cdiv(M, BLOCK_M) + G) * gl.cdiv(N, BLOCK_N)  # at most: each group ends in one partial row tile
-    before = end
+    """The programs' work: the whole tiles [program, before) by the number of programs; then (SPLIT, where the
+    plan cuts the tail into `pieces` pieces a tile) a slot a program, for a piece from the queue. Without
+    SPLIT every tile is whole, up to a bound on their count."""
+    before = (gl.cdiv(M, BLOCK_M) + G) * gl.cdiv(N, BLOCK_N)  # at most: each group ends in one partial row tile
     pieces = 0
     if SPLIT:
         before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, gl.num_programs(0), GB, BLOCK_M, BLOCK_N, MIN_KB)
-        end = before + gl.num_programs(0) * (pieces > 0).to(gl.int32)
-    return before, pieces, end
+    return before, pieces
 
 
 @gluon.jit
-def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
+def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, tk_bar, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warp: for each tile and K block, wait until the consumers freed a stage, then TMA-load a's two
     64-row halves and b's tile into it (out-of-bounds rows and columns arrive as zeros)."""
     HM: gl.constexpr = BLOCK_M // 2
     num_n = gl.cdiv(N, BLOCK_N)
-    num_tiles = end
     first = gl.program_id(0)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
     # A program's tiles come in increasing order, so it moves through the offsets once; every value is
@@ -279,23 +276,11 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
     g_hi = gl.load(offs_ptr + 1, mask=G > 0, other=0)
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
-    for t in range(first, num_tiles, gl.num_programs(0)):
-        # tile t, its K blocks [kb0, kb1): whole below `before`; from there (a split call) this program's piece
-        # slot: a piece v from a queue (the programs done first with their whole tiles take the pieces), piece
-        # v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+    for t in range(first, before, gl.num_programs(0)):
+        # tile t, whole: all its K blocks [kb0, kb1)
         tile = t
         kb0 = 0
         kb1 = KB
-        v = t - before
-        if SPLIT:
-            if t >= before:
-                v = gl.atomic_add(cnt_ptr + gl.num_programs(0), 1, sem="relaxed", scope="gpu")
-                gl.store(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0), v)
-                gl.thread_barrier()
-                mbarrier.arrive(tk_bar, count=1)
-                tile = before + v // pieces
-                kb0 = (v % pieces) * KB // pieces
-                kb1 = (v % pieces + 1) * KB // pieces
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
         while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
@@ -353,10 +338,78 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
                     tma.async_copy_global_to_shared(a_desc, [row0 + HM, k0], bar, a_bufs.index(2 * st + 1))
                     tma.async_copy_global_to_shared(b_desc, [g * N + j0, k0], bar, b_bufs.index(st))
                     it += 1
+    if SPLIT:
+        if pieces > 0:
+            # this program's slot in the tail: a piece v from a queue (the programs done first with their whole tiles
+            # take the pieces), piece v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+            v = gl.atomic_add(cnt_ptr + gl.num_programs(0), 1, sem="relaxed", scope="gpu")
+            gl.store(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0), v)
+            gl.thread_barrier()
+            mbarrier.arrive(tk_bar, count=1)
+            tile = before + v // pieces
+            kb0 = (v % pieces) * KB // pieces
+            kb1 = (v % pieces + 1) * KB // pieces
+            # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
+            # dense tiles do), so the group's weight tiles are reused from L2
+            while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
+                base += g_tiles
+                gc += 1
+                g_lo = g_hi
+                g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
+                g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
+            found = gc < G
+            g = gc
+            local = tile - base
+            num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
+            width = GROUP_M * num_n
+            first_m = (local // width) * GROUP_M
+            size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
+            # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
+            # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
+            # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
+            tail = tail * (first_m + size_m == num_m).to(gl.int32)
+            full_m = size_m - tail
+            unit = 2 * full_m + tail
+            pair = (local % width) // unit
+            q = (local % width) % unit
+            wide = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
+            w = wide.to(gl.int32)
+            second = (q >= full_m).to(gl.int32) * (1 - w)
+            pid_n = 2 * pair + second
+            row0 = (g_lo + (first_m + w * full_m + (1 - w) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
+            row_end = gl.minimum(g_hi, M).to(gl.int32)
+            if found:
+                j0 = pid_n * BLOCK_N
+                if wide:  # per K block: a's 64 rows and b's first column tile in a stage, b's second in the next
+                    for kb in range(kb0, kb1):
+                        st = it % STAGES
+                        mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
+                        bar = ready.index(st)
+                        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                        k0 = kb * 128
+                        tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
+                        tma.async_copy_global_to_shared(b_desc, [g * N + j0, k0], bar, b_bufs.index(st))
+                        st = (it + 1) % STAGES
+                        mbarrier.wait(empty.index(st), (((it + 1) // STAGES) & 1) ^ 1)
+                        bar = ready.index(st)
+                        mbarrier.expect(bar, b_desc.block_type.nbytes)
+                        tma.async_copy_global_to_shared(b_desc, [g * N + j0 + BLOCK_N, k0], bar, b_bufs.index(st))
+                        it += 2
+                else:
+                    for kb in range(kb0, kb1):
+                        st = it % STAGES
+                        mbarrier.wait(empty.index(st), ((it // STAGES) & 1) ^ 1)
+                        bar = ready.index(st)
+                        mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                        k0 = kb * 128
+                        tma.async_copy_global_to_shared(a_desc, [row0, k0], bar, a_bufs.index(2 * st))
+                        tma.async_copy_global_to_shared(a_desc, [row0 + HM, k0], bar, a_bufs.index(2 * st + 1))
+                        tma.async_copy_global_to_shared(b_desc, [g * N + j0, k0], bar, b_bufs.index(st))
+                        it += 1
 
 
 @gluon.jit
-def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar,
+def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c_buf, c_bar, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, tk_bar,
                      HALF: gl.constexpr, B_SCALAR: gl.constexpr, C_TMA: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, IDX64: gl.constexpr, SPLIT: gl.constexpr):
     """One warpgroup: rows [HALF * 64, HALF * 64 + 64) of each tile. Per K block: the MMA of the codes
     (asynchronous, fresh accumulator), meanwhile the block's scale tile (its scales were loaded two blocks
@@ -369,7 +422,6 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
     cols: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a tile's columns, one per thread
     num_n = gl.cdiv(N, BLOCK_N)
-    num_tiles = end
     first = gl.program_id(0)
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     # a cursor over the groups: group gc holds the tiles [base, base + g_tiles) and the rows [g_lo, g_hi).
@@ -382,21 +434,11 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
-    for t in range(first, num_tiles, gl.num_programs(0)):
-        # tile t, its K blocks [kb0, kb1): whole below `before`; from there (a split call) this program's piece
-        # slot: a piece v from a queue (the programs done first with their whole tiles take the pieces), piece
-        # v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+    for t in range(first, before, gl.num_programs(0)):
+        # tile t, whole: all its K blocks [kb0, kb1)
         tile = t
         kb0 = 0
         kb1 = KB
-        v = t - before
-        if SPLIT:
-            if t >= before:
-                mbarrier.wait(tk_bar, 0)  # the loader took it from the queue
-                v = gl.load(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0))
-                tile = before + v // pieces
-                kb0 = (v % pieces) * KB // pieces
-                kb1 = (v % pieces + 1) * KB // pieces
         # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
         # dense tiles do), so the group's weight tiles are reused from L2
         while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
@@ -663,28 +705,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
                     acc += p * scale
-            arrived = pieces - 1  # this half's pieces that came before this one (a whole tile: as the last piece)
-            if SPLIT:
-                if t >= before:  # piece v of the tail: its partial sums into slot v of the workspace, in the
-                    # order of the MMA layout's registers (a register pair of the 128 threads in turn), so that a warp's
-                    # access covers 256 contiguous bytes, not 8 rows of 32 (the last piece's sums then took 7.5-9K
-                    # cycles on the H200, not 17-22K)
-                    wr = gl.arange(0, HM, layout=gl.SliceLayout(1, mma))[:, None]
-                    wc = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :]
-                    wp = wc // 2  # the column pair
-                    w_off = (((wp // 4) * 2 + (wr % 16) // 8) * 128 + (wr // 16) * 32 + (wr % 8) * 4 + wp % 4) * 2 + wc % 2
-                    gl.store(ws_ptr + (v * 2 + HALF) * HM * BLOCK_N + w_off, acc)
-                    # then counted in, once the warpgroup's stores are made (released at GPU scope); the piece
-                    # counted last adds every piece's sums in piece order (acquired) and stores the half
-                    gl.thread_barrier()
-                    arrived = gl.atomic_add(cnt_ptr + (tile - before) * 2 + HALF, 1, sem="acq_rel", scope="gpu")
-                    if arrived == pieces - 1:
-                        acc = zero
-                        for p in range((tile - before) * pieces, (tile - before + 1) * pieces):
-                            acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
-            if arrived != pieces - 1:  # a piece of a half that another piece stores
-                pass
-            elif C_TMA:
+            if C_TMA:
                 # a half across its group's end leaves by TMA too, through e_desc (see the launcher) where the group
                 # ends at row HM or later
                 edge = (r0 < row_end) & (r0 + HM > row_end) & (row_end >= HM) & (cn < num_n)
@@ -701,6 +722,316 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     _hopper_store(c_ptr, acc, i, j, i < row_end, N)
             else:
                 _hopper_store(c_ptr, acc, i, j, i < row_end, N)
+    if SPLIT:
+        if pieces > 0:
+            # this program's slot in the tail: a piece v from a queue (the programs done first with their whole tiles
+            # take the pieces), piece v % pieces of tail tile before + v // pieces (past the tail's tiles: none)
+            mbarrier.wait(tk_bar, 0)  # the loader took it from the queue
+            v = gl.load(cnt_ptr + gl.num_programs(0) + 1 + gl.program_id(0))
+            tile = before + v // pieces
+            kb0 = (v % pieces) * KB // pieces
+            kb1 = (v % pieces + 1) * KB // pieces
+            # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
+            # dense tiles do), so the group's weight tiles are reused from L2
+            while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
+                base += g_tiles
+                gc += 1
+                g_lo = g_hi
+                g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
+                g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
+            found = gc < G
+            g = gc
+            local = tile - base
+            num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
+            width = GROUP_M * num_n
+            first_m = (local // width) * GROUP_M
+            size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
+            # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
+            # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
+            # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
+            tail = tail * (first_m + size_m == num_m).to(gl.int32)
+            full_m = size_m - tail
+            unit = 2 * full_m + tail
+            pair = (local % width) // unit
+            q = (local % width) % unit
+            wide = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
+            w = wide.to(gl.int32)
+            second = (q >= full_m).to(gl.int32) * (1 - w)
+            pid_n = 2 * pair + second
+            row0 = (g_lo + (first_m + w * full_m + (1 - w) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
+            if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
+                g = g.to(gl.int64)
+            row_end = gl.minimum(g_hi, M).to(gl.int32)
+            if found:
+                # a wide tile: both warpgroups on its 64 rows, warpgroup h on its column tile pid_n + h
+                r0 = row0 + HALF * HM * (1 - w)
+                cn = pid_n + HALF * w
+                i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+                j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+                # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR; loaded by every
+                # thread), else one column of the tile per thread
+                if B_SCALAR:
+                    jb = cn * BLOCK_N + _lane_zero(HM, gl.SliceLayout(1, mma))
+                else:
+                    jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+                if IDX64:
+                    i = i.to(gl.int64)
+                    j = j.to(gl.int64)
+                    jb = jb.to(gl.int64)
+                # this half leaves by TMA where all its rows belong to the output (to its group); a group of
+                # the weight gradient without tokens stores zeros
+                # the first two K blocks' scales (see the loop)
+                inside = kb0 < KB
+                r = i
+                c = kb0 * 128
+                c = c // 128
+                s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                na = s
+                r = g * N + jb
+                c = kb0 * 128
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                nb = s
+                inside = (kb0 + 1) < KB
+                r = i
+                c = (kb0 + 1) * 128
+                c = c // 128
+                s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                na2 = s
+                r = g * N + jb
+                c = (kb0 + 1) * 128
+                r = r // 128
+                c = c // 128
+                s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                nb2 = s
+                acc = zero
+                # a half wholly past its group's last row, or a wide tile's second column tile past the last one:
+                # its stages (two a K block in a wide tile) freed without MMAs
+                if (r0 >= row_end) | (cn >= num_n):
+                    for _ in range((kb1 - kb0) * (1 + w)):
+                        st = it % STAGES
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        mbarrier.arrive(empty.index(st), count=1)
+                        it += 1
+                elif wide:
+                    for kb in range(kb0, kb1 - 1, 2):
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na * nb)[:, None]
+                        else:
+                            scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                        inside = (kb + 2) < KB
+                        r = i
+                        c = (kb + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na = s
+                        r = g * N + jb
+                        c = (kb + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        st2 = (it + 1) % STAGES
+                        mbarrier.wait(ready.index(st2), ((it + 1) // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st), b_bufs.index(st + HALF * (st2 - st)).permute((1, 0)), zero,
+                                          use_acc=False, is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        mbarrier.arrive(empty.index(st2), count=1)
+                        it += 2
+                        acc += p * scale
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na2 * nb2)[:, None]
+                        else:
+                            scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
+                        inside = ((kb + 1) + 2) < KB
+                        r = i
+                        c = ((kb + 1) + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na2 = s
+                        r = g * N + jb
+                        c = ((kb + 1) + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb2 = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        st2 = (it + 1) % STAGES
+                        mbarrier.wait(ready.index(st2), ((it + 1) // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st), b_bufs.index(st + HALF * (st2 - st)).permute((1, 0)), zero,
+                                          use_acc=False, is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        mbarrier.arrive(empty.index(st2), count=1)
+                        it += 2
+                        acc += p * scale
+                    if (kb1 - kb0) % 2 == 1:
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na * nb)[:, None]
+                        else:
+                            scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                        inside = ((kb1 - 1) + 2) < KB
+                        r = i
+                        c = ((kb1 - 1) + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na = s
+                        r = g * N + jb
+                        c = ((kb1 - 1) + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        st2 = (it + 1) % STAGES
+                        mbarrier.wait(ready.index(st2), ((it + 1) // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st), b_bufs.index(st + HALF * (st2 - st)).permute((1, 0)), zero,
+                                          use_acc=False, is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        mbarrier.arrive(empty.index(st2), count=1)
+                        it += 2
+                        acc += p * scale
+                else:
+                    for kb in range(kb0, kb1 - 1, 2):
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na * nb)[:, None]
+                        else:
+                            scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                        inside = (kb + 2) < KB
+                        r = i
+                        c = (kb + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na = s
+                        r = g * N + jb
+                        c = (kb + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                          is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        it += 1
+                        acc += p * scale
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na2 * nb2)[:, None]
+                        else:
+                            scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
+                        inside = ((kb + 1) + 2) < KB
+                        r = i
+                        c = ((kb + 1) + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na2 = s
+                        r = g * N + jb
+                        c = ((kb + 1) + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb2 = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                          is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        it += 1
+                        acc += p * scale
+                    if (kb1 - kb0) % 2 == 1:
+                        st = it % STAGES
+                        # this block's scale tile, from its scales loaded two blocks ahead (na, one per row of a; nb, one per
+                        # jb: see the tile's setup; b's columns spread over the MMA's layout through shared memory, 1 load per
+                        # thread), then the loads of the block after next (none past the last) into the same registers:
+                        # nothing is copied, so no load is waited on before its block (a copy waits in this iteration)
+                        if B_SCALAR:
+                            scale = (na * nb)[:, None]
+                        else:
+                            scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
+                        inside = ((kb1 - 1) + 2) < KB
+                        r = i
+                        c = ((kb1 - 1) + 2) * 128
+                        c = c // 128
+                        s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+                        na = s
+                        r = g * N + jb
+                        c = ((kb1 - 1) + 2) * 128
+                        r = r // 128
+                        c = c // 128
+                        s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
+                        nb = s
+                        mbarrier.wait(ready.index(st), (it // STAGES) & 1)
+                        p = warpgroup_mma(a_bufs.index(2 * st + HALF), b_bufs.index(st).permute((1, 0)), zero, use_acc=False,
+                                          is_async=True)
+                        p = warpgroup_mma_wait(0, deps=(p, ))
+                        mbarrier.arrive(empty.index(st), count=1)
+                        it += 1
+                        acc += p * scale
+                # its partial sums into slot v of the workspace, in the order of the MMA layout's registers (a register
+                # pair of the 128 threads in turn), so that a warp's access covers 256 contiguous bytes, not 8 rows of 32
+                # (the last piece's sums then took 7.5-9K cycles on the H200, not 17-22K)
+                wr = gl.arange(0, HM, layout=gl.SliceLayout(1, mma))[:, None]
+                wc = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))[None, :]
+                wp = wc // 2  # the column pair
+                w_off = (((wp // 4) * 2 + (wr % 16) // 8) * 128 + (wr // 16) * 32 + (wr % 8) * 4 + wp % 4) * 2 + wc % 2
+                gl.store(ws_ptr + (v * 2 + HALF) * HM * BLOCK_N + w_off, acc)
+                # then counted in, once the warpgroup's stores are made (released at GPU scope); the piece counted
+                # last adds every piece's sums in piece order (acquired) and stores the half
+                gl.thread_barrier()
+                arrived = gl.atomic_add(cnt_ptr + (tile - before) * 2 + HALF, 1, sem="acq_rel", scope="gpu")
+                if arrived == pieces - 1:
+                    acc = zero
+                    for p in range((tile - before) * pieces, (tile - before + 1) * pieces):
+                        acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
+                if arrived != pieces - 1:  # a piece of a half that another piece stores
+                    pass
+                elif C_TMA:
+                    # a half across its group's end leaves by TMA too, through e_desc (see the launcher) where the group
+                    # ends at row HM or later
+                    edge = (r0 < row_end) & (r0 + HM > row_end) & (row_end >= HM) & (cn < num_n)
+                    if (r0 + HM <= row_end) & (cn < num_n) | edge:
+                        tma.store_wait(0)  # the previous tile's store has left c_buf
+                        c_buf.store(_hopper_value(acc))
+                        fence_async_shared()
+                        if edge:
+                            tma.async_copy_shared_to_global(e_desc, [row_end - HM, HM - (row_end - r0), cn * BLOCK_N],
+                                                            c_buf.reshape([1, HM, BLOCK_N]))
+                        else:
+                            tma.async_copy_shared_to_global(c_desc, [r0, cn * BLOCK_N], c_buf)
+                    else:
+                        _hopper_store(c_ptr, acc, i, j, i < row_end, N)
+                else:
+                    _hopper_store(c_ptr, acc, i, j, i < row_end, N)
     if C_TMA:
         tma.store_wait(0)
 
@@ -723,7 +1054,7 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
     c_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for h in gl.static_range(2):
         mbarrier.init(c_bars.index(h), count=1)
-    before, pieces, end = _hopper_split(offs_ptr, G, M, N, KB, SPLIT, GB, BLOCK_M, BLOCK_N, MIN_KB)
+    before, pieces = _hopper_split(offs_ptr, G, M, N, KB, SPLIT, GB, BLOCK_M, BLOCK_N, MIN_KB)
     tk_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())  # the program's piece taken
     mbarrier.init(tk_bar.index(0), count=1)
     tk_bar = tk_bar.index(0)
@@ -737,9 +1068,9 @@ def _hopper_kernel(a_desc, b_desc, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, M, N, 
         c0 = a_bufs
         c1 = a_bufs
     gl.warp_specialize([
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
-        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, end, tk_bar, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c0, c_bars.index(0), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, tk_bar, 0, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_consumer, (a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc, e_desc, c1, c_bars.index(1), M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, tk_bar, 1, B_SCALAR, C_TMA, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
+        (_hopper_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0, s1, s2, s3, s4, offs_ptr, G, ws_ptr, cnt_ptr, before, pieces, tk_bar, BLOCK_M, BLOCK_N, STAGES, GROUP_M, IDX64, SPLIT)),
     ], [4, 1], [232, 40])
 
 

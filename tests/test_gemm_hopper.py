@@ -54,17 +54,19 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.splitlines()[-1])
     for name, r in report.items():
-        # accumulating, one word of stack holds a flag across the K loop (read once per tile); with the split
-        # tail, one 8-byte word stored at the start and read outside the K loop; nothing else, and nothing in it
-        assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") or "+split" in name else 0), (name, r)
+        # accumulating, one word of stack holds a flag across the K loop (read once per tile); nothing else,
+        # and nothing in it
+        assert r["local"] == 0 and r["stack"] <= (8 if name.endswith("_acc") else 0), (name, r)
         assert r["k_loop_local"] == 0, (name, r)
         assert r["wgmma"] >= 8, (name, r)  # 4 K steps of 32 in each of the two consumer warpgroups
         assert r["shared"] <= 232448, (name, r)  # the H200's shared memory per block
-        # the output leaves by TMA, one store per consumer (or, adding by TMA, one reduce-add)
-        stores = (0, 2) if name.endswith("+add") else (2, 0)
+        # the output leaves by TMA, one store per consumer (or, adding by TMA, one reduce-add); a split call's
+        # consumers have a second copy of the tile's code, for their piece of the tail
+        copies = 2 if "+split" in name else 1
+        stores = (0, 2) if name.endswith("+add") else (2 * copies, 0)
         assert (r["tma_stores"], r["tma_adds"]) == stores, (name, r)
         # a rows-grouped half across its group's end by TMA too (through the windows), one per consumer
-        windows = 2 if name.startswith("fp8_gemm_grouped_") and "wgrad" not in name else 0
+        windows = 2 * copies if name.startswith("fp8_gemm_grouped_") and "wgrad" not in name else 0
         assert r["tma_window_stores"] == windows, (name, r)
         # the K loop's control stays uniform (a divergent branch around it, as when a grouped tile's group
         # came from cross-lane reductions, moves its counters off the uniform datapath: 168 instructions
@@ -73,9 +75,10 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
         assert r["k_loop_r2ur"] <= 1, (name, r)
         # each grouped partition reads its tiles' group offsets in its tile loop, not once before it
         assert all(r["offsets_in_loops"]) == name.startswith("fp8_gemm_grouped"), (name, r)
-        if "+split" in name:  # the split's tile and K ranges leave the grouped K loop as it is, give or take the
-            # pieces' K range (from the queue, per tile: 278 against 269 a trip of two blocks)
-            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 10, (name, r)
+        if "+split" in name:  # the whole tiles of a split call run the unsplit tile code, the pieces' K ranges
+            # only in the piece's copy (in one tile loop, the split's K loop ran 278 instructions a trip, not 269,
+            # and its whole tiles 5% slower on the H200)
+            assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 3, (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
             assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
             # two blocks a trip (their scales in two sets of registers): each block's 4 MMAs, then its wait
@@ -93,10 +96,12 @@ def test_the_timeline_tool_finds_its_anchors_in_every_hopper_kernel():
         mod = find(name)
         if "gluon" in mod.BACKENDS:
             text = gemm_timeline.instrument(Path(mod.__file__).read_text())
-            # four stamps, and a clock on each side of every wait for a stage or an MMA
+            # four stamps in each copy of the tile code (grouped by rows, a split call's piece is the second),
+            # and a clock on each side of every wait for a stage or an MMA
             consumer = Path(mod.__file__).read_text().split("def _hopper_consumer(")[1]
             waits = sum(len(re.findall(w, consumer)) for w in gemm_timeline.WAITS.values())
-            assert text.count("%clock64") == 4 + 2 * waits and "TIMELINE = None" in text, name
+            copies = 2 if mod.GROUPS == "rows" else 1
+            assert text.count("%clock64") == 4 * copies + 2 * waits and "TIMELINE = None" in text, name
             compile(text, name, "exec")
 
 
