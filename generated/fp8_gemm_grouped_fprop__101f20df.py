@@ -1009,17 +1009,10 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 # last adds every piece's sums in piece order (acquired) and stores the half
                 gl.thread_barrier()
                 arrived = gl.atomic_add(cnt_ptr + (tile - before) * 2 + HALF, 1, sem="acq_rel", scope="gpu")
-                if arrived == pieces - 1:  # in piece order, two pieces' loads in flight (one at a time, the sums
-                    # took the last piece up to 8.5K cycles on the H200)
-                    p0 = (tile - before) * pieces
+                if arrived == pieces - 1:
                     acc = zero
-                    for p in range(p0, p0 + pieces - 1, 2):
-                        x = gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
-                        y = gl.load(ws_ptr + (p * 2 + 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
-                        acc += x
-                        acc += y
-                    if pieces % 2 == 1:
-                        acc += gl.load(ws_ptr + ((p0 + pieces - 1) * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
+                    for p in range((tile - before) * pieces, (tile - before + 1) * pieces):
+                        acc += gl.load(ws_ptr + (p * 2 + HALF) * HM * BLOCK_N + w_off, cache_modifier=".cg")
                 if arrived != pieces - 1:  # a piece of a half that another piece stores
                     pass
                 elif C_TMA:
