@@ -250,41 +250,19 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     zero = gl.zeros([HM, BLOCK_N], gl.float32, mma)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
-    # the program's first tile mapped, and its first two K blocks' scales of a loaded (each tile then does so
-    # for the next one; the loads in a block of their own, so that their temporaries stay in it)
-    width = GROUP_M * num_n
-    first_m = (gl.program_id(0) // width) * GROUP_M
-    size_m = gl.minimum(num_m - first_m, GROUP_M)
-    pid_n_n = (gl.program_id(0) % width) // size_m
-    row0_n = (first_m + (gl.program_id(0) % width) % size_m) * BLOCK_M
-    row_end_n = M
-    found_n = gl.program_id(0) < num_tiles
-    na = gl.zeros([HM], gl.float32, gl.SliceLayout(1, mma))
-    na2 = na
-    if found_n:
-        r0_n = row0_n + HALF * HM
-        i_n = r0_n + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-        if IDX64:
-            i_n = i_n.to(gl.int64)
-        inside = (0 < KB) & found_n
-        r = i_n
-        c = 0 * 128
-        c = c // 128
-        s = gl.load(as_ptr + ((r * s0) + c), mask=(i_n < row_end_n) & inside, other=0.0)
-        na = s
-        inside = (1 < KB) & found_n
-        r = i_n
-        c = 1 * 128
-        c = c // 128
-        s = gl.load(as_ptr + ((r * s0) + c), mask=(i_n < row_end_n) & inside, other=0.0)
-        na2 = s
     for t in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        # this tile, mapped (and its first two K blocks' scales loaded) by the tile before it
-        found, row0, pid_n, row_end = found_n, row0_n, pid_n_n, row_end_n
+        width = GROUP_M * num_n
+        first_m = (t // width) * GROUP_M
+        size_m = gl.minimum(num_m - first_m, GROUP_M)
+        pid_n = (t % width) // size_m
+        row0 = (first_m + (t % width) % size_m) * BLOCK_M
+        row_end = M
+        found = True
         if found:
             r0 = row0 + HALF * HM
             cn = pid_n
             i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR; loaded by every
             # thread), else one column of the tile per thread
             if B_SCALAR:
@@ -293,21 +271,29 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
-                jb = jb.to(gl.int64)
-            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            if IDX64:
                 j = j.to(gl.int64)
+                jb = jb.to(gl.int64)
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
-            # the first two K blocks' scales of b (a's came with the tile's mapping; see the loop)
-            inside = (0 < KB)
+            # the first two K blocks' scales (see the loop)
+            inside = 0 < KB
+            r = i
+            c = 0 * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((r * s0) + c), mask=(i < row_end) & inside, other=0.0)
+            na = s
             r = jb
             c = 0 * 128
             r = r // 128
             c = c // 128
             s = gl.load(bs_ptr + ((r * s0) + c), mask=(jb < N) & inside, other=0.0)
             nb = s
-            inside = (1 < KB)
+            inside = 1 < KB
+            r = i
+            c = 1 * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((r * s0) + c), mask=(i < row_end) & inside, other=0.0)
+            na2 = s
             r = jb
             c = 1 * 128
             r = r // 128
@@ -325,7 +311,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     scale = (na * nb)[:, None]
                 else:
                     scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                inside = ((kb + 2) < KB)
+                inside = (kb + 2) < KB
                 r = i
                 c = (kb + 2) * 128
                 c = c // 128
@@ -353,7 +339,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     scale = (na2 * nb2)[:, None]
                 else:
                     scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
-                inside = (((kb + 1) + 2) < KB)
+                inside = ((kb + 1) + 2) < KB
                 r = i
                 c = ((kb + 1) + 2) * 128
                 c = c // 128
@@ -382,7 +368,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     scale = (na * nb)[:, None]
                 else:
                     scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                inside = (((KB - 1) + 2) < KB)
+                inside = ((KB - 1) + 2) < KB
                 r = i
                 c = ((KB - 1) + 2) * 128
                 c = c // 128
@@ -401,33 +387,6 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 mbarrier.arrive(empty.index(st), count=1)
                 it += 1
                 acc += p * scale
-            # the next tile mapped, and its first two K blocks' scales of a (one a row: their latency is the
-            # longest) loaded, before this tile's store: the loads run under it, not at the next tile's first block.
-            # (b's, one a tile, stay at the tile's start: carried through the store too, ptxas moved them into
-            # uniform registers in the K loop, R2UR waiting on the loads)
-            width = GROUP_M * num_n
-            first_m = ((t + gl.num_programs(0)) // width) * GROUP_M
-            size_m = gl.minimum(num_m - first_m, GROUP_M)
-            pid_n_n = ((t + gl.num_programs(0)) % width) // size_m
-            row0_n = (first_m + ((t + gl.num_programs(0)) % width) % size_m) * BLOCK_M
-            row_end_n = M
-            found_n = (t + gl.num_programs(0)) < num_tiles
-            r0_n = row0_n + HALF * HM
-            i_n = r0_n + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-            if IDX64:
-                i_n = i_n.to(gl.int64)
-            inside = (0 < KB) & found_n
-            r = i_n
-            c = 0 * 128
-            c = c // 128
-            s = gl.load(as_ptr + ((r * s0) + c), mask=(i_n < row_end_n) & inside, other=0.0)
-            na = s
-            inside = (1 < KB) & found_n
-            r = i_n
-            c = 1 * 128
-            c = c // 128
-            s = gl.load(as_ptr + ((r * s0) + c), mask=(i_n < row_end_n) & inside, other=0.0)
-            na2 = s
             if C_TMA:
                 if r0 + HM <= row_end:
                     tma.store_wait(0)  # the previous tile's store has left c_buf

@@ -289,7 +289,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
             g_lo = g_hi
             g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
             g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
-        found = (gc < G)
+        found = gc < G
         g = gc
         local = tile - base
         num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
@@ -357,7 +357,7 @@ def _hopper_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, KB, s0
                 g_lo = g_hi
                 g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
                 g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
-            found = (gc < G)
+            found = gc < G
             g = gc
             local = tile - base
             num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
@@ -434,71 +434,48 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
     g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
     it = 0
     loads = 0  # TMA loads of the output (accumulation): c_bar's phase
-    # the program's first tile mapped, and its first two K blocks' scales of a loaded (each tile then does so
-    # for the next one; the loads in a block of their own, so that their temporaries stay in it)
-    tile = gl.minimum(first, before - 1)  # (the cursor stays before the tail's tiles)
-    # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
-    # dense tiles do), so the group's weight tiles are reused from L2
-    while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
-        base += g_tiles
-        gc += 1
-        g_lo = g_hi
-        g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
-        g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
-    found_n = (gc < G) & (first < before)
-    g_n = gc
-    local = tile - base
-    num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
-    width = GROUP_M * num_n
-    first_m = (local // width) * GROUP_M
-    size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-    # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
-    # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
-    # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
-    tail = tail * (first_m + size_m == num_m).to(gl.int32)
-    full_m = size_m - tail
-    unit = 2 * full_m + tail
-    pair = (local % width) // unit
-    q = (local % width) % unit
-    wide_n = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
-    w_n = wide_n.to(gl.int32)
-    second = (q >= full_m).to(gl.int32) * (1 - w_n)
-    pid_n_n = 2 * pair + second
-    row0_n = (g_lo + (first_m + w_n * full_m + (1 - w_n) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
-    if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
-        g_n = g_n.to(gl.int64)
-    row_end_n = gl.minimum(g_hi, M).to(gl.int32)
-    na = gl.zeros([HM], gl.float32, gl.SliceLayout(1, mma))
-    na2 = na
-    if found_n:
-        # a wide tile: both warpgroups on its 64 rows, warpgroup h on its column tile pid_n + h
-        r0_n = row0_n + HALF * HM * (1 - w_n)
-        i_n = r0_n + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-        if IDX64:
-            i_n = i_n.to(gl.int64)
-        inside = (0 < KB) & found_n
-        r = i_n
-        c = 0 * 128
-        c = c // 128
-        s = gl.load(as_ptr + ((c * s1) + r), mask=(i_n < row_end_n) & inside, other=0.0)
-        na = s
-        inside = (1 < KB) & found_n
-        r = i_n
-        c = 1 * 128
-        c = c // 128
-        s = gl.load(as_ptr + ((c * s1) + r), mask=(i_n < row_end_n) & inside, other=0.0)
-        na2 = s
     for t in range(first, before, gl.num_programs(0)):
-        # this tile, mapped (and its first two K blocks' scales loaded) by the tile before it
-        found, row0, pid_n, row_end = found_n, row0_n, pid_n_n, row_end_n
-        g, w, wide = g_n, w_n, wide_n
+        # tile t, whole: all its K blocks [kb0, kb1)
+        tile = t
         kb0 = 0
         kb1 = KB
+        # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
+        # dense tiles do), so the group's weight tiles are reused from L2
+        while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
+            base += g_tiles
+            gc += 1
+            g_lo = g_hi
+            g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
+            g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
+        found = gc < G
+        g = gc
+        local = tile - base
+        num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
+        width = GROUP_M * num_n
+        first_m = (local // width) * GROUP_M
+        size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
+        # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
+        # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
+        # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
+        tail = tail * (first_m + size_m == num_m).to(gl.int32)
+        full_m = size_m - tail
+        unit = 2 * full_m + tail
+        pair = (local % width) // unit
+        q = (local % width) % unit
+        wide = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
+        w = wide.to(gl.int32)
+        second = (q >= full_m).to(gl.int32) * (1 - w)
+        pid_n = 2 * pair + second
+        row0 = (g_lo + (first_m + w * full_m + (1 - w) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
+        if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
+            g = g.to(gl.int64)
+        row_end = gl.minimum(g_hi, M).to(gl.int32)
         if found:
             # a wide tile: both warpgroups on its 64 rows, warpgroup h on its column tile pid_n + h
             r0 = row0 + HALF * HM * (1 - w)
             cn = pid_n + HALF * w
             i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
             # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR; loaded by every
             # thread), else one column of the tile per thread
             if B_SCALAR:
@@ -507,23 +484,31 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
             if IDX64:
                 i = i.to(gl.int64)
-                jb = jb.to(gl.int64)
-            j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-            if IDX64:
                 j = j.to(gl.int64)
+                jb = jb.to(gl.int64)
             # this half leaves by TMA where all its rows belong to the output (to its group); a group of
             # the weight gradient without tokens stores zeros
-            # the first two K blocks' scales of b (a's came with the tile's mapping; see the loop)
-            inside = (0 < KB)
+            # the first two K blocks' scales (see the loop)
+            inside = kb0 < KB
+            r = i
+            c = kb0 * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+            na = s
             r = g * N + jb
-            c = 0 * 128
+            c = kb0 * 128
             r = r // 128
             c = c // 128
             s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
             nb = s
-            inside = (1 < KB)
+            inside = (kb0 + 1) < KB
+            r = i
+            c = (kb0 + 1) * 128
+            c = c // 128
+            s = gl.load(as_ptr + ((c * s1) + r), mask=(i < row_end) & inside, other=0.0)
+            na2 = s
             r = g * N + jb
-            c = 1 * 128
+            c = (kb0 + 1) * 128
             r = r // 128
             c = c // 128
             s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
@@ -548,7 +533,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na * nb)[:, None]
                     else:
                         scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                    inside = ((kb + 2) < KB)
+                    inside = (kb + 2) < KB
                     r = i
                     c = (kb + 2) * 128
                     c = c // 128
@@ -579,7 +564,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na2 * nb2)[:, None]
                     else:
                         scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
-                    inside = (((kb + 1) + 2) < KB)
+                    inside = ((kb + 1) + 2) < KB
                     r = i
                     c = ((kb + 1) + 2) * 128
                     c = c // 128
@@ -611,7 +596,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na * nb)[:, None]
                     else:
                         scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                    inside = (((kb1 - 1) + 2) < KB)
+                    inside = ((kb1 - 1) + 2) < KB
                     r = i
                     c = ((kb1 - 1) + 2) * 128
                     c = c // 128
@@ -644,7 +629,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na * nb)[:, None]
                     else:
                         scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                    inside = ((kb + 2) < KB)
+                    inside = (kb + 2) < KB
                     r = i
                     c = (kb + 2) * 128
                     c = c // 128
@@ -672,7 +657,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na2 * nb2)[:, None]
                     else:
                         scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
-                    inside = (((kb + 1) + 2) < KB)
+                    inside = ((kb + 1) + 2) < KB
                     r = i
                     c = ((kb + 1) + 2) * 128
                     c = c // 128
@@ -701,7 +686,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                         scale = (na * nb)[:, None]
                     else:
                         scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                    inside = (((kb1 - 1) + 2) < KB)
+                    inside = ((kb1 - 1) + 2) < KB
                     r = i
                     c = ((kb1 - 1) + 2) * 128
                     c = c // 128
@@ -720,59 +705,6 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     mbarrier.arrive(empty.index(st), count=1)
                     it += 1
                     acc += p * scale
-            # the next tile mapped, and its first two K blocks' scales of a (one a row: their latency is the
-            # longest) loaded, before this tile's store: the loads run under it, not at the next tile's first block.
-            # (b's, one a tile, stay at the tile's start: carried through the store too, ptxas moved them into
-            # uniform registers in the K loop, R2UR waiting on the loads)
-            tile = gl.minimum((t + gl.num_programs(0)), before - 1)  # (the cursor stays before the tail's tiles)
-            # the groups' tiles in order; inside a group GROUP_M row tiles walk the column tiles together (as
-            # dense tiles do), so the group's weight tiles are reused from L2
-            while (gc < G) & (tile >= base + g_tiles):  # past group gc's tiles: the next group
-                base += g_tiles
-                gc += 1
-                g_lo = g_hi
-                g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
-                g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
-            found_n = (gc < G) & ((t + gl.num_programs(0)) < before)
-            g_n = gc
-            local = tile - base
-            num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
-            width = GROUP_M * num_n
-            first_m = (local // width) * GROUP_M
-            size_m = gl.maximum(gl.minimum(num_m - first_m, GROUP_M), 1)
-            # a group whose last row tile holds at most 64 rows ends in wide tiles (see _hopper_group_rows), in
-            # its last band: per pair of column tiles, the band's full row tiles under each, then the wide tile.
-            # (One division, as for a band of whole row tiles: a consumer's tile setup is on its critical path.)
-            tail = tail * (first_m + size_m == num_m).to(gl.int32)
-            full_m = size_m - tail
-            unit = 2 * full_m + tail
-            pair = (local % width) // unit
-            q = (local % width) % unit
-            wide_n = q >= gl.minimum(num_n - 2 * pair, 2) * full_m
-            w_n = wide_n.to(gl.int32)
-            second = (q >= full_m).to(gl.int32) * (1 - w_n)
-            pid_n_n = 2 * pair + second
-            row0_n = (g_lo + (first_m + w_n * full_m + (1 - w_n) * (q - second * full_m)) * BLOCK_M).to(gl.int32)
-            if IDX64:  # g scales b's rows: g * rows_per_group may pass 2^31 (TMA coordinates stay 32-bit)
-                g_n = g_n.to(gl.int64)
-            row_end_n = gl.minimum(g_hi, M).to(gl.int32)
-            # a wide tile: both warpgroups on its 64 rows, warpgroup h on its column tile pid_n + h
-            r0_n = row0_n + HALF * HM * (1 - w_n)
-            i_n = r0_n + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
-            if IDX64:
-                i_n = i_n.to(gl.int64)
-            inside = (0 < KB) & found_n
-            r = i_n
-            c = 0 * 128
-            c = c // 128
-            s = gl.load(as_ptr + ((c * s1) + r), mask=(i_n < row_end_n) & inside, other=0.0)
-            na = s
-            inside = (1 < KB) & found_n
-            r = i_n
-            c = 1 * 128
-            c = c // 128
-            s = gl.load(as_ptr + ((c * s1) + r), mask=(i_n < row_end_n) & inside, other=0.0)
-            na2 = s
             if C_TMA:
                 # a half across its group's end leaves by TMA too, through e_desc (see the launcher) where the group
                 # ends at row HM or later
@@ -807,7 +739,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 g_lo = g_hi
                 g_hi = gl.load(offs_ptr + gc + 1, mask=gc < G, other=0)
                 g_tiles = _hopper_group_tiles(g_lo, g_hi, num_n, BLOCK_M)
-            found = (gc < G)
+            found = gc < G
             g = gc
             local = tile - base
             num_m, tail = _hopper_group_rows(g_lo, g_hi, BLOCK_M)
@@ -835,6 +767,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 r0 = row0 + HALF * HM * (1 - w)
                 cn = pid_n + HALF * w
                 i = r0 + gl.arange(0, HM, layout=gl.SliceLayout(1, mma))
+                j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
                 # b's scales: one for the whole tile where b's scale block covers it (B_SCALAR; loaded by every
                 # thread), else one column of the tile per thread
                 if B_SCALAR:
@@ -843,14 +776,12 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                     jb = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
                 if IDX64:
                     i = i.to(gl.int64)
-                    jb = jb.to(gl.int64)
-                j = cn * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-                if IDX64:
                     j = j.to(gl.int64)
+                    jb = jb.to(gl.int64)
                 # this half leaves by TMA where all its rows belong to the output (to its group); a group of
                 # the weight gradient without tokens stores zeros
                 # the first two K blocks' scales (see the loop)
-                inside = (kb0 < KB)
+                inside = kb0 < KB
                 r = i
                 c = kb0 * 128
                 c = c // 128
@@ -862,7 +793,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                 c = c // 128
                 s = gl.load(bs_ptr + ((r * s4) + c), mask=(jb < N) & inside, other=0.0)
                 nb = s
-                inside = ((kb0 + 1) < KB)
+                inside = (kb0 + 1) < KB
                 r = i
                 c = (kb0 + 1) * 128
                 c = c // 128
@@ -894,7 +825,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na * nb)[:, None]
                         else:
                             scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                        inside = ((kb + 2) < KB)
+                        inside = (kb + 2) < KB
                         r = i
                         c = (kb + 2) * 128
                         c = c // 128
@@ -925,7 +856,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na2 * nb2)[:, None]
                         else:
                             scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
-                        inside = (((kb + 1) + 2) < KB)
+                        inside = ((kb + 1) + 2) < KB
                         r = i
                         c = ((kb + 1) + 2) * 128
                         c = c // 128
@@ -957,7 +888,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na * nb)[:, None]
                         else:
                             scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                        inside = (((kb1 - 1) + 2) < KB)
+                        inside = ((kb1 - 1) + 2) < KB
                         r = i
                         c = ((kb1 - 1) + 2) * 128
                         c = c // 128
@@ -990,7 +921,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na * nb)[:, None]
                         else:
                             scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                        inside = ((kb + 2) < KB)
+                        inside = (kb + 2) < KB
                         r = i
                         c = (kb + 2) * 128
                         c = c // 128
@@ -1018,7 +949,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na2 * nb2)[:, None]
                         else:
                             scale = na2[:, None] * gl.convert_layout(nb2, gl.SliceLayout(0, mma))[None, :]
-                        inside = (((kb + 1) + 2) < KB)
+                        inside = ((kb + 1) + 2) < KB
                         r = i
                         c = ((kb + 1) + 2) * 128
                         c = c // 128
@@ -1047,7 +978,7 @@ def _hopper_consumer(a_bufs, b_bufs, ready, empty, as_ptr, bs_ptr, c_ptr, c_desc
                             scale = (na * nb)[:, None]
                         else:
                             scale = na[:, None] * gl.convert_layout(nb, gl.SliceLayout(0, mma))[None, :]
-                        inside = (((kb1 - 1) + 2) < KB)
+                        inside = ((kb1 - 1) + 2) < KB
                         r = i
                         c = ((kb1 - 1) + 2) * 128
                         c = c // 128

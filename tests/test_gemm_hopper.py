@@ -80,7 +80,7 @@ def test_hopper_kernels_compile_for_sm90_without_spills():
             # and its whole tiles 5% slower on the H200)
             assert r["k_loop"] <= report["fp8_gemm_grouped_fprop"]["k_loop"] + 3, (name, r)
         if not name.startswith("fp8_gemm_grouped_wgrad"):
-            assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 10, (name, r)  # the grouped dgrad: 282 against 272
+            assert r["k_loop"] <= report["fp8_gemm_fprop"]["k_loop"] + 8, (name, r)
             # two blocks a trip (their scales in two sets of registers): each block's 4 MMAs, then its wait
             assert r["mmas"] == 8 and r["mma_waits"] == [0, 0], (name, r)
         else:  # a pair of blocks: 8 MMAs, the first block promoted while the second's run (not serialized)

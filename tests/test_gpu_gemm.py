@@ -331,10 +331,6 @@ HOPPER_MUTATIONS = {
     "second block of a trip takes the scales loaded for the block after next": ("fp8_gemm_fprop", [
         ("scale = (na2 * nb2)[:, None]", "scale = (na * nb)[:, None]")]),
     "a tile's second block's scales loaded from its first block's": ("fp8_gemm_fprop", [("c = 1 * 128", "c = 0 * 128")]),
-    "the next tile's first scales of a loaded for the other warpgroup's rows": ("fp8_gemm_fprop", [
-        ("r0_n = row0_n + HALF * HM", "r0_n = row0_n + (1 - HALF) * HM")]),
-    "a grouped tile maps itself again instead of the next tile": ("fp8_gemm_grouped_fprop", [
-        ("tile = gl.minimum((t + gl.num_programs(0)), before - 1)", "tile = gl.minimum(t, before - 1)")]),
     # (groups of 130 and 170 rows end in 2 and 42 rows: wide tiles, whose second warpgroup takes b's next tile)
     "wide tile's second warpgroup reads the first column tile": ("fp8_gemm_grouped_fprop", [
         ("b_bufs.index(st + HALF * (st2 - st))", "b_bufs.index(st)")]),
