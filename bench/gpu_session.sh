@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
+# One GPU run: install, run the GPU tests, memcheck every generated kernel, tune tiles, profile (ncu), benchmark.
 # Usage on the device machine: STAGES="tests verify memcheck bench" BENCH_GROUPS=mxfp8,fp8 bash bench/gpu_session.sh COMMIT
 # Optional: TESTS (pytest paths), TEST_K (a -k expression), TEST_S (seconds), SHAPES (bench shapes), GEMM_SHAPES,
 # TEST_N (pytest-xdist workers sharing the GPU, to spread the GEMM tests' compilation; big_memory tests run one at
