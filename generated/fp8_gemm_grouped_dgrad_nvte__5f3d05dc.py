@@ -256,7 +256,7 @@ def _hopper_split(offs_ptr, G, M, N, KB, SPLIT: gl.constexpr, GB: gl.constexpr, 
     before = (gl.cdiv(M, BLOCK_M) + G) * gl.cdiv(N, BLOCK_N)  # at most: each group ends in one partial row tile
     pieces = 0
     if SPLIT:
-        before, pieces, tiles = _hopper_plan(offs_ptr, G, N, KB, gl.num_programs(0), GB, BLOCK_M, BLOCK_N, MIN_KB)
+        before, pieces, _ = _hopper_plan(offs_ptr, G, N, KB, gl.num_programs(0), GB, BLOCK_M, BLOCK_N, MIN_KB)
     return before, pieces
 
 
