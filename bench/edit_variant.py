@@ -8,7 +8,7 @@ grid_group, opaque_widen):
   --reverse-directions  quantize the directions in the other order (fused 1x128 colwise first: 64.2 ->
                       66.5%; segmented fused rowwise first: 38.2 -> 40.4%); opaque_widen stays with
                       the direction that runs second.
-  --no-row-map          segmented kernels: no row-map load before the tile's (the same bytes only where every
+  --no-row-map          segmented kernels: no row map (read or found) before the tile's load (the same bytes only where every
                       group is whole tiles, as variant.py's equal groups are at its shapes): what the load
                       chain costs.
 """
@@ -45,7 +45,9 @@ if a.reverse_directions:
 src = src[:starts[0]] + "".join(sections) + src[body_end:]
 if a.no_row_map:
     for old, new in (("delta = tl.load(map_ptr + 2 * pid_m)", "delta = pid_m * 0"),
-                     ("row_lim = tl.load(map_ptr + 2 * pid_m + 1)", "row_lim = (pid_m * BLOCK_M < M).to(tl.int32) * M")):
+                     ("row_lim = tl.load(map_ptr + 2 * pid_m + 1)", "row_lim = (pid_m * BLOCK_M < M).to(tl.int32) * M"),
+                     ("delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)",
+                      "delta, row_lim = pid_m * 0, (pid_m * BLOCK_M < M).to(tl.int32) * M")):
         assert old in src, f"not a segmented kernel, or its row map changed: {old!r}"
         src = src.replace(old, new)
 pathlib.Path(a.dst).write_text(src)

@@ -58,6 +58,7 @@ consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "E
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
                              "OPAQUE_WIDEN": a.opaque_widen, "REGION_M": a.region_m, "SCALE_PASS": a.scale_pass,
                              "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32), "WORDS6": True, "VEC6": True,
+                             "G": 8, "GP": 16,  # segmented: 8 groups, each program scanning them
                              **{kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.const}}.items() if k in fn.arg_names}
 ptrs = dict(kv.split("=") for kv in a.ptr)
 for name in fn.arg_names:
@@ -65,8 +66,10 @@ for name in fn.arg_names:
         sig[name] = "constexpr"
     elif name in ptrs:
         sig[name] = ptrs[name]
-    elif name == "map_ptr":  # a segmented kernel's row map (int64 pairs)
+    elif name in ("map_ptr", "lens_ptr", "goffs_ptr", "poffs_ptr"):  # a segmented kernel's row map and offsets
         sig[name] = "*i64"
+    elif name == "err_ptr":
+        sig[name] = "*i32"
     elif name.endswith("_ptr"):
         key = name[:-len("_ptr")]
         sig[name] = "*i16" if name == "x_ptr" else ("*fp32" if mod.DTYPES.get(key) == torch.float32 else "*u8")

@@ -333,8 +333,8 @@ def launch_settings(kernel: str, device: torch.device, numel: int, tile, **given
 
 def segment_buffers(kernel: str, group_lens, x: torch.Tensor):
     """(G, lengths, group offsets, padded offsets, error flag) for a segmented kernel, with no host sync
-    and no launch: the kernel's row-map program reads the lengths, checks them and writes both offset
-    buffers (int64, G + 1 entries) and the flag (int32 [1])."""
+    and no launch: the cast's programs (or, past 32 groups, its row-map kernel) read the lengths, check them
+    and write both offset buffers (int64, G + 1 entries) and the flag (int32 [1])."""
     if not isinstance(group_lens, torch.Tensor) or group_lens.dim() != 1 or group_lens.dtype not in (
             torch.int32, torch.int64):
         raise LaunchError(f"{kernel}: group lengths must be a 1-D int32 or int64 tensor, got "
@@ -346,7 +346,7 @@ def segment_buffers(kernel: str, group_lens, x: torch.Tensor):
     G = group_lens.numel()
     if G == 0:
         raise LaunchError(f"{kernel}: no groups given; pass at least one group length")
-    if group_lens.device.type == "cpu":  # host memory: checking costs no sync (GPU lengths: the map kernel)
+    if group_lens.device.type == "cpu":  # host memory: checking costs no sync (GPU lengths: the kernel)
         check_group_lengths(kernel, group_lens, x.shape[0])
     goffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)
     poffs = torch.empty(G + 1, dtype=torch.int64, device=x.device)

@@ -33,6 +33,7 @@ BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layou
 BACKENDS = ("triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
+INLINE_MAP_GROUPS = 32  # up to this many groups each program scans the lengths itself; more take the map kernel
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
 # opaque_widen, grid_n_first and grid_group: the template's candidates that hold whole blocks and layout units with the segment's row tile
@@ -215,46 +216,92 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, err_ptr, M, G, T, GP: tl.constexpr,
-                        TB: tl.constexpr, PDL: tl.constexpr):
-    """The segmented row map, once per call (docs/formats-and-layouts.md §4): the group offsets
-    and the 128-padded offsets are prefix sums of the lengths (program 0 stores both for
-    result.extras); for each block t of 128 padded rows, map[2t] = input row - padded row
-    within its group and map[2t + 1] = the padded row below which the group's rows lie (0 for blocks
-    past the last group).
-    Lengths that are negative or do not sum to M are an error checked here, on the device (no host
-    sync): program 0 sets err_ptr[0] = 1 and the lengths are taken as one group of M rows, so every
-    output cell is written and nothing past a buffer.
-    PDL (compiled for sm_90): the cast, launched as this grid's programmatic dependent, may start now;
-    it waits for this grid's stores (griddepcontrol.wait) before it reads the map."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
+def _segment_offsets(lens_ptr, M, G, GP: tl.constexpr):
+    """The group offsets and the 128-padded offsets (docs/formats-and-layouts.md §4), prefix sums
+    of the lengths over GP lanes (lane g: the end of group g; lane 0: 0), with the lengths and whether
+    they are bad. Lengths that are negative or do not sum to M are taken as one group of M rows, so every
+    output cell is written and nothing past a buffer (the caller flags the error)."""
     gk = tl.arange(0, GP)
     gl = tl.load(lens_ptr + gk - 1, mask=(gk >= 1) & (gk <= G), other=0).to(tl.int64)
     bad = (tl.sum(gl, 0) != M) | (tl.min(gl, 0) < 0)
     gl = tl.where(bad, tl.where(gk == 1, M, 0).to(tl.int64), gl)
-    go = tl.cumsum(gl, 0)
     pl = (gl + 128 - 1) // 128 * 128
-    po = tl.cumsum(pl, 0)
-    first = tl.program_id(0) == 0
-    tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
-    tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
-    tl.store(err_ptr, bad.to(tl.int32), mask=first)
-    t = tl.program_id(0) * TB + tl.arange(0, TB)
+    return gk, gl, tl.cumsum(gl, 0), pl, tl.cumsum(pl, 0), bad
+
+
+@triton.jit
+def _segment_rows(t, gk, gl, go, pl, po, G):
+    """For blocks t of 128 padded rows: input row - padded row within the block's group, and the
+    padded row below which the group's rows lie (0 for blocks past the last group)."""
     row0 = t.to(tl.int64)[:, None] * 128
     # the group whose padded rows hold the block (empty groups hold none)
     hit = ((gk >= 1) & (gk <= G))[None, :] & ((po - pl)[None, :] <= row0) & (row0 < po[None, :])
     delta = tl.sum(tl.where(hit, ((go - gl) - (po - pl))[None, :], 0), axis=1)
     row_lim = tl.sum(tl.where(hit, (po - pl + gl)[None, :], 0), axis=1)
+    return delta, row_lim
+
+
+@triton.jit
+def _segment_block(lens_ptr, t, M, G: tl.constexpr):
+    """_segment_rows for one block t, by one thread alone (the launcher takes it where rows fit 31 bits):
+    the G lengths as scalars, unrolled, loaded at once, then two chains of 32-bit adds beside the validity
+    check (no shuffles, no barriers), for a program of the cast to find its own block's group."""
+    total = tl.zeros([], tl.int64)
+    signs = tl.zeros([], tl.int64)
+    row0 = t.to(tl.int32) * 128
+    go = tl.zeros([], tl.int32)  # the group's first input row
+    po = tl.zeros([], tl.int32)  # and its first padded row
+    delta = tl.zeros([], tl.int32)
+    row_lim = tl.zeros([], tl.int32)
+    for g in tl.static_range(G):
+        n = tl.load(lens_ptr + g).to(tl.int64)
+        total += n
+        signs |= n
+        n = n.to(tl.int32)  # wraps only where the lengths are bad, and then it is not used
+        p = (n + 127) & -128
+        hit = (po <= row0) & (row0 < po + p)
+        delta = tl.where(hit, go - po, delta)
+        row_lim = tl.where(hit, po + n, row_lim)
+        go += n
+        po += p
+    # bad lengths are taken as one group of M rows, as _segment_offsets does
+    bad = (total != M) | (signs < 0)
+    row_lim = tl.where(bad, tl.where(row0 < M, M, 0), row_lim)
+    return tl.where(bad, 0, delta), row_lim
+
+
+@triton.jit
+def _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, first):
+    """Both offset buffers and the error flag, for result.extras (stored by one program: `first`)."""
+    tl.store(goffs_ptr + gk, go, mask=first & (gk <= G))
+    tl.store(poffs_ptr + gk, po, mask=first & (gk <= G))
+    tl.store(err_ptr, bad.to(tl.int32), mask=first)
+
+
+@triton.jit
+def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, err_ptr, M, G, T, GP: tl.constexpr,
+                        TB: tl.constexpr, PDL: tl.constexpr):
+    """The segmented row map, once per call, where there are too many groups for each program of the cast
+    to scan the lengths itself: for each block t of 128 padded rows, map[2t] and map[2t + 1] are
+    _segment_rows' two numbers; program 0 stores the extras.
+    PDL (compiled for sm_90): the cast, launched as this grid's programmatic dependent, may start now;
+    it waits for this grid's stores (griddepcontrol.wait) before it reads the map."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    gk, gl, go, pl, po, bad = _segment_offsets(lens_ptr, M, G, GP)
+    _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, tl.program_id(0) == 0)
+    t = tl.program_id(0) * TB + tl.arange(0, TB)
+    delta, row_lim = _segment_rows(t, gk, gl, go, pl, po, G)
     tl.store(map_ptr + 2 * t, delta, mask=t < T)
     tl.store(map_ptr + 2 * t + 1, row_lim, mask=t < T)
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, map_ptr, s0, s1, s2,
+def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm, map_ptr, lens_ptr, goffs_ptr, poffs_ptr, err_ptr, s0, s1, s2,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr):
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     G: tl.constexpr, GP: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -267,6 +314,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    G > 0: the program scans the G group lengths itself (GP: a power of two above G), and program (0, 0)
+    stores the extras; G = 0: it reads its block's row map from map_ptr.
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -286,12 +335,21 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Segmented rows (docs/formats-and-layouts.md §4): the program's BLOCK_M rows are padded output rows of one group.
-    # Its row map comes from _segment_map_kernel (two numbers per block of rows), so the tile load waits
-    # for one small load, whatever the number of groups.
-    if HW_CVT:  # compiled for sm_90, launched as the map kernel's dependent: its stores are visible after this
+    # The program finds its block's group itself where there are few (G > 0: the lengths loaded at
+    # once, then summed in turn), else reads the two numbers _segment_map_kernel wrote for it: either way
+    # the tile load waits for one small load.
+    if HW_CVT:  # compiled for sm_90, launched as the previous grid's (or the map kernel's) dependent: its
+        # stores are visible after this
         tl.extra.cuda.gdc_wait()
-    delta = tl.load(map_ptr + 2 * pid_m)  # input row - padded row
-    row_lim = tl.load(map_ptr + 2 * pid_m + 1)  # padded rows below this hold group rows; 0 past the last
+    if G > 0:
+        if (pid_m == 0) & (pid_n == 0):
+            gk, gl, go, pl, po, bad = _segment_offsets(lens_ptr, M, G, GP)
+            _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, True)
+        # input row - padded row, and the padded row below which the group's rows lie (0 past the last)
+        delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)
+    else:
+        delta = tl.load(map_ptr + 2 * pid_m)
+        row_lim = tl.load(map_ptr + 2 * pid_m + 1)
     if not IDX64:  # every row index fits 32 bits: the per-row address arithmetic stays 32-bit
         delta = delta.to(tl.int32)
         row_lim = row_lim.to(tl.int32)
@@ -492,19 +550,23 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
         kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
-    # the row map of every block of padded rows, on the device (no host sync), read by each program
-    T = triton.cdiv(rows, 128)
-    seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
+    # The row map on the device (no host sync): with few groups each program scans the lengths itself, so
+    # the cast waits for no other grid; with many, a map kernel writes each block's row map first.
     GP = triton.next_power_of_2(G + 1)
-    TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
-    # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
-    # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call on the H200)
-    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
-                                               num_warps=4)
-    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, *_sizes(M, N, G),
+    inline_map = G <= INLINE_MAP_GROUPS and rows < 2 ** 31  # _segment_block's rows in 32 bits
+    seg_map = goffs  # not read when inline_map (the kernel is compiled for each G then)
+    if not inline_map:
+        T = triton.cdiv(rows, 128)
+        seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
+        TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
+        # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
+        # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call)
+        _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
+                                                   num_warps=4)
+    _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, lens, goffs, poffs, err, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], G=G if inline_map else 0, GP=GP, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)

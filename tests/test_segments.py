@@ -48,11 +48,12 @@ def test_bit_exact(fused, lens):
                                          reference.dequantize(variant, "rowwise", ref, M, 256))
 
 
-@pytest.mark.parametrize("G, longest, every", [(37, 200, 1), (300, 20, 5)])
+@pytest.mark.parametrize("G, longest, every", [(32, 200, 1), (37, 200, 1), (300, 20, 5)])
 def test_many_groups(G, longest, every):
-    """Many groups (the row map's scan spans 64 and 512 lanes, the latter with several blocks of rows per
-    program of the map kernel): random lengths with empty groups and whole blocks; of 300 groups only every
-    fifth has rows (60 blocks of rows for the cast in the interpreter, not 235)."""
+    """Many groups: 32, the most each program of the cast scans itself, then the map kernel's (its scan spans
+    64 and 512 lanes, the latter with several blocks of rows per program): random lengths with empty groups
+    and whole blocks; of 300 groups only every fifth has rows (60 blocks of rows for the cast in the
+    interpreter, not 235)."""
     g = torch.Generator().manual_seed(7)
     lens = torch.randint(0, longest, (G,), generator=g)
     lens[::5] = 0
@@ -70,12 +71,21 @@ def test_many_groups(G, longest, every):
     assert res.extras["padded_offsets"].cpu().tolist() == torch.as_tensor(offsets).tolist()
 
 
+def _row_map(monkeypatch, mod, where):
+    """Have `mod` find each block's group in the cast's programs (up to 32 groups, the default) or by its map
+    kernel (as with more groups)."""
+    if where == "map kernel":
+        monkeypatch.setattr(mod, "INLINE_MAP_GROUPS", 0)
+
+
+@pytest.mark.parametrize("where", ["cast", "map kernel"])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
-def test_offsets_come_back_from_the_kernel(dtype):
-    """The row-map kernel scans the lengths (int32 or int64, empty groups included) and returns both offset
-    vectors; the buffers start as garbage, so each entry must have been written."""
+def test_offsets_come_back_from_the_kernel(dtype, where, monkeypatch):
+    """The cast (or the map kernel) scans the lengths (int32 or int64, empty groups included) and returns both
+    offset vectors; the buffers start as garbage, so each entry must have been written."""
     lens = [5, 0, 300, 128, 0, 1]
     mod = find("fp8_segment_m", fused_rowwise=True)
+    _row_map(monkeypatch, mod, where)
     x = inputs.normal(sum(lens), 128, seed=2).to(DEVICE)
     res = mod.quantize(x, torch.tensor(lens, dtype=dtype, device=DEVICE))
     assert res.extras["group_offsets"].tolist() == [0, 5, 5, 305, 433, 433, 434]
@@ -118,11 +128,14 @@ def test_group_length_errors():
         mod.quantize(x, torch.tensor([], dtype=torch.int64, device=DEVICE))
 
 
-@pytest.mark.parametrize("lens", [[10, 20], [2 ** 40, 0], [100, -36], [30, 30, 5]])
-def test_lengths_that_do_not_sum_to_M(lens, monkeypatch):
+@pytest.mark.parametrize("where", ["cast", "map kernel"])
+@pytest.mark.parametrize("lens", [[10, 20], [2 ** 40, 0], [100, -36], [-64, 128], [30, 30, 5], [2 ** 32 + 10, 54]])
+def test_lengths_that_do_not_sum_to_M(lens, where, monkeypatch):
     """Host lengths are refused before launch; device lengths (the check forced onto the kernel here)
-    set the error flag and are taken as one group of M rows: every cell written, none past a buffer."""
+    set the error flag and are taken as one group of M rows: every cell written, none past a buffer
+    (2^32 + 10 is 10 in 32 bits: the check is 64-bit)."""
     mod = find("fp8_segment_m", fused_rowwise=True)
+    _row_map(monkeypatch, mod, where)
     x = inputs.normal(64, 128)
     t = torch.tensor(lens, dtype=torch.int64)
     if DEVICE == "cpu":
