@@ -22,12 +22,12 @@ def module_copy(path: str):
 
 
 LAUNCH_KEYS = ("block_m", "block_n", "num_warps", "maxnreg", "inplace_rows", "grid_n_first", "grid_group",
-               "opaque_widen", "region_m", "scale_pass")
+               "opaque_widen", "region_m", "scale_pass", "l2_prefetch")
 
 
 def launch_config(text: str) -> dict:
-    """'bm,bn,warps,maxnreg,inplace_rows[,grid_n_first,grid_group,opaque_widen,region_m,scale_pass]' -> quantize()'s
-    keyword arguments (maxnreg 0: no cap; the fields left out take 0; region_m and scale_pass only where
+    """'bm,bn,warps,maxnreg,inplace_rows[,grid_n_first,grid_group,opaque_widen,region_m,scale_pass,l2_prefetch]' -> quantize()'s
+    keyword arguments (maxnreg 0: no cap; the fields left out take 0; region_m, scale_pass and l2_prefetch only where
     given, so that copies of modules from before them still take the line)."""
     values = ([int(v) for v in text.split(",")] + [0] * len(LAUNCH_KEYS))[:len(LAUNCH_KEYS)]
     cfg = dict(zip(LAUNCH_KEYS, values))
@@ -35,6 +35,8 @@ def launch_config(text: str) -> dict:
         del cfg["region_m"]
     if not cfg["scale_pass"]:
         del cfg["scale_pass"]
+    if not cfg["l2_prefetch"]:
+        del cfg["l2_prefetch"]
     for k in ("inplace_rows", "grid_n_first", "opaque_widen", "scale_pass"):
         if k in cfg:
             cfg[k] = bool(cfg[k])

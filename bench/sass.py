@@ -39,6 +39,7 @@ p.add_argument("--grid-group", type=int, default=0, help="GRID_GROUP (column til
 p.add_argument("--opaque-widen", action="store_true", help="OPAQUE_WIDEN (the second direction widens anew)")
 p.add_argument("--region-m", type=int, default=1, help="REGION_M (tiles per program along M; kernels with REGION_BLOCK_ROWS)")
 p.add_argument("--scale-pass", action="store_true", help="SCALE_PASS (each tile's scales staged whole in a scratch buffer)")
+p.add_argument("--prefetch", type=int, default=0, help="PREFETCH (programs ahead whose x tile each program asks L2 for)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
 p.add_argument("--const", action="append", default=[], help="NAME=INT, a constexpr an edited copy adds")
 p.add_argument("--ptr", action="append", default=[], help="NAME=TYPE (e.g. scr_ptr=*i16), a pointer an edited copy adds")
@@ -57,6 +58,7 @@ consts = {k: v for k, v in {"BLOCK_M": a.bm, "BLOCK_N": a.bn, "IDX64": False, "E
                              "HW_CVT": True, "INPLACE_ROWS": a.inplace_rows,
                              "GRID_N_FIRST": False, "GRID_GROUP": a.grid_group,
                              "OPAQUE_WIDEN": a.opaque_widen, "REGION_M": a.region_m, "SCALE_PASS": a.scale_pass,
+                             "PREFETCH": a.prefetch,
                              "PAIR_RUN": runtime.pair_run(a.bm, a.bn, a.warps, 32), "WORDS6": True, "VEC6": True,
                              "G": 8, "GP": 16,  # segmented: 8 groups, each program scanning them
                              **{kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.const}}.items() if k in fn.arg_names}

@@ -21,6 +21,7 @@ for e in json.loads((ROOT / "compiler" / "tuning.json").read_text())["entries"]:
     cmd += ["--grid-group", str(e["grid_group"])] if e.get("grid_group") else []
     cmd += ["--opaque-widen"] if e.get("opaque_widen") else []
     cmd += ["--region-m", str(e["region_m"])] if e.get("region_m", 1) > 1 else []
+    cmd += ["--prefetch", str(e["l2_prefetch"])] if e.get("l2_prefetch") else []
     for ragged in (False, True):
         r = subprocess.run(cmd + (["--ragged"] if ragged else []), capture_output=True, text=True)
         if r.returncode:

@@ -20,7 +20,7 @@ p = argparse.ArgumentParser()
 p.add_argument("kernel", help="shipped kernel name; @off sets every option off")
 p.add_argument("files", help="comma-separated module paths; `ref` is the shipped module")
 p.add_argument("configs", help="semicolon-separated bm,bn,warps,maxnreg(0: none),inplace_rows(0|1)"
-               "[,grid_n_first(0|1),grid_group,opaque_widen(0|1),region_m,scale_pass(0|1)]")
+               "[,grid_n_first(0|1),grid_group,opaque_widen(0|1),region_m,scale_pass(0|1),l2_prefetch]")
 p.add_argument("--shape", default="16384x8192")
 p.add_argument("--uneven", type=int, default=0, help="grouped kernels: this many random group lengths "
                "(some empty) summing to M, instead of 8 equal groups")

@@ -28,7 +28,7 @@ M, N = Var("M"), Var("N")
 # globals) or the arguments of `find(kernel, **options)`.
 _RESERVED = {"x", "M", "N", "G", "tl", "triton", "torch", "math", "runtime", "quantize", "dequantize",
              "self", "kernel", "out", "find", "tag", "block_m", "block_n", "num_warps", "maxnreg",
-             "inplace_rows", "grid_n_first", "grid_group", "opaque_widen", "region_m", "scale_pass", "staged",
+             "inplace_rows", "grid_n_first", "grid_group", "opaque_widen", "region_m", "scale_pass", "l2_prefetch", "staged",
              "scratch", "tiles", "sizes", "grid_m", "grid_n", "ext0", "ext1", "result", "bufs",
              "cfg", "shapes", "kwargs", "grid", "hw", "lens", "goffs", "poffs", "seg_map", "inline_map", "INLINE_MAP_GROUPS", "rows", "cols",
              "even", "region", "idx64", "x2", "print", "len", "max", "min", "range", "int", "bool", "dict",

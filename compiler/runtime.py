@@ -294,7 +294,19 @@ def needs_int64(*numels: int) -> bool:
 
 # Launch settings that change speed only, never bytes, with their defaults (the tile's come from the module).
 LAUNCH_DEFAULTS = {"maxnreg": None, "inplace_rows": False, "grid_n_first": False, "grid_group": 0,
-                   "opaque_widen": False, "region_m": 1, "scale_pass": False}
+                   "opaque_widen": False, "region_m": 1, "scale_pass": False, "l2_prefetch": 0}
+
+
+def l2_prefetch(kernel: str, ahead, applies: bool) -> int:
+    """The kernel's PREFETCH: each program warms L2 with the input tile of the program `ahead` places later
+    in launch order (a hint: the bytes never change). On the H200 the fused 1x128 cast, two programs an
+    SM, gained about a point at 8192x8192 and up with 66 ahead and lost one at 4096x6144; it applies only
+    to a compiled (sm_90) kernel with an N-first or M-first grid of one tile per program, whole tiles or
+    segmented rows (`applies`), and is 0 elsewhere."""
+    if not isinstance(ahead, int) or isinstance(ahead, bool) or ahead < 0:
+        raise LaunchError(f"{kernel}: l2_prefetch must be a non-negative int (programs ahead whose input tile "
+                          f"each program prefetches into L2), got {ahead!r}; use 0 for none")
+    return ahead if applies else 0
 
 
 def region_rows(kernel: str, region_m, block_m: int, block_rows: int, even: bool, M: int, scale=None) -> int:

@@ -161,6 +161,32 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
+def _program_ahead(D: tl.constexpr, GRID_N_FIRST: tl.constexpr):
+    """The tile (pid_m, pid_n) of the program D places after this one in launch order (grid axis 0 first),
+    and whether there is one (an N-first or M-first grid of one tile per program)."""
+    g0 = tl.num_programs(0)
+    nxt = tl.program_id(1) * g0 + tl.program_id(0) + D
+    q = nxt // g0
+    r = nxt % g0
+    if GRID_N_FIRST:
+        pm = q
+        pn = r
+    else:
+        pm = r
+        pn = q
+    return pm, pn, q < tl.num_programs(1)
+
+
+@triton.jit
+def _prefetch_x(x_ptr, rows, stride_xm, col0, BLOCK_N: tl.constexpr):
+    """Ask L2 for the lines of x that hold columns [col0, col0 + BLOCK_N) of `rows` (a hint: no data moves
+    into registers; sm_90 only)."""
+    EPL: tl.constexpr = 64  # elements of x in a 128-byte line
+    cols = col0 + EPL * tl.arange(0, (BLOCK_N + EPL - 1) // EPL)
+    lines = x_ptr + rows.to(tl.int64)[:, None] * stride_xm + cols[None, :]
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32,
+                              is_pure=False, pack=1)
+@triton.jit
 def _segment_offsets(lens_ptr, M, G, GP: tl.constexpr):
     """The group offsets and the 128-padded offsets (docs/formats-and-layouts.md §4), prefix sums
     of the lengths over GP lanes (lane g: the end of group g; lane 0: 0), with the lengths and whether
@@ -245,7 +271,7 @@ def _segment_map_kernel(lens_ptr, goffs_ptr, poffs_ptr, map_ptr, err_ptr, M, G, 
 def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, map_ptr, lens_ptr, goffs_ptr, poffs_ptr, err_ptr, s0, s1,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, PREFETCH: tl.constexpr,
                      G: tl.constexpr, GP: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
@@ -259,6 +285,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    PREFETCH > 0 (compiled only): the program first asks L2 for the x tile of the program PREFETCH places
+    later in launch order, so that tile's loads find it there (speed only; see runtime.l2_prefetch).
     G > 0: the program scans the G group lengths itself (GP: a power of two above G), and program (0, 0)
     stores the extras; G = 0: it reads its block's row map from map_ptr.
     """
@@ -292,6 +320,12 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
             _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, True)
         # input row - padded row, and the padded row below which the group's rows lie (0 past the last)
         delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)
+        if HW_CVT and PREFETCH > 0:  # warm L2 for the program PREFETCH places later (its group's rows)
+            pm, pn, ahead = _program_ahead(PREFETCH, GRID_N_FIRST)
+            d_ahead, lim_ahead = _segment_block(lens_ptr, pm, M, G)
+            if ahead and lim_ahead > 0:
+                rows = tl.minimum(pm * BLOCK_M + d_ahead + tl.arange(0, BLOCK_M), M - 1)
+                _prefetch_x(x_ptr, tl.maximum(rows, 0), stride_xm, pn * BLOCK_N, BLOCK_N)
     else:
         delta = tl.load(map_ptr + 2 * pid_m)
         row_lim = tl.load(map_ptr + 2 * pid_m + 1)
@@ -399,7 +433,8 @@ def _extent(M, N, G):
 
 
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, l2_prefetch=None,
+             backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `group_lens`: the rows of each group (a 1-D integer tensor on x's device, summing to M). Nothing
@@ -416,8 +451,9 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m; this segmented kernel ignores it) override
-    the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m; this segmented kernel ignores it) and l2_prefetch (each
+    program warms L2 for the program that many places later; 0: none) override the tuned configuration;
+    they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -435,7 +471,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass)
+                                  region_m=region_m, scale_pass=scale_pass, l2_prefetch=l2_prefetch)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 128x2 (the block shapes and tiled layouts)")
@@ -446,6 +482,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT), and the dependent launch that waits with one
+    prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
@@ -466,7 +503,7 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, lens, goffs, poffs, err, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], G=G if inline_map else 0, GP=GP, **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, G=G if inline_map else 0, GP=GP, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)

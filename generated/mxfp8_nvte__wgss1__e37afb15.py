@@ -272,10 +272,36 @@ def _umax2_reduce(a, axis: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
+def _program_ahead(D: tl.constexpr, GRID_N_FIRST: tl.constexpr):
+    """The tile (pid_m, pid_n) of the program D places after this one in launch order (grid axis 0 first),
+    and whether there is one (an N-first or M-first grid of one tile per program)."""
+    g0 = tl.num_programs(0)
+    nxt = tl.program_id(1) * g0 + tl.program_id(0) + D
+    q = nxt // g0
+    r = nxt % g0
+    if GRID_N_FIRST:
+        pm = q
+        pn = r
+    else:
+        pm = r
+        pn = q
+    return pm, pn, q < tl.num_programs(1)
+
+
+@triton.jit
+def _prefetch_x(x_ptr, rows, stride_xm, col0, BLOCK_N: tl.constexpr):
+    """Ask L2 for the lines of x that hold columns [col0, col0 + BLOCK_N) of `rows` (a hint: no data moves
+    into registers; sm_90 only)."""
+    EPL: tl.constexpr = 64  # elements of x in a 128-byte line
+    cols = col0 + EPL * tl.arange(0, (BLOCK_N + EPL - 1) // EPL)
+    lines = x_ptr + rows.to(tl.int64)[:, None] * stride_xm + cols[None, :]
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32,
+                              is_pure=False, pack=1)
+@triton.jit
 def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, GRID_N,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
-                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr,
+                     GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, PREFETCH: tl.constexpr,
                      SCALE_PASS: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
@@ -289,6 +315,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
     OPAQUE_WIDEN: the second direction widens the loaded bf16 through an opaque move (compiled only),
     so the first direction's fp32 tile is not kept alive for it: fewer registers, a few more
     instructions (speed only, same bytes; two-direction kernels).
+    PREFETCH > 0 (compiled only): the program first asks L2 for the x tile of the program PREFETCH places
+    later in launch order, so that tile's loads find it there (speed only; see runtime.l2_prefetch).
     SCALE_PASS: each tile's scale values go, whole, to a scratch buffer in place of the scale outputs (tile
     pid_m * GRID_N + pid_n), which _scale_pass then moves into the layouts: a tile gives each row of
     a plain scale layout only 2-8 bytes, so stored there directly every row is a partial-sector write in
@@ -310,6 +338,10 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # kernel in the stream) may launch now, and x is read once the previous grid has completed
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
+        if PREFETCH > 0:  # warm L2 for the program PREFETCH places later (the launcher: whole tiles only)
+            pm, pn, ahead = _program_ahead(PREFETCH, GRID_N_FIRST)
+            if ahead:
+                _prefetch_x(x_ptr, pm * BLOCK_M + tl.arange(0, BLOCK_M), stride_xm, pn * BLOCK_N, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :]
@@ -550,7 +582,8 @@ def _extent(M, N):
 
 
 def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
-             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, backend=None):
+             grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, l2_prefetch=None,
+             backend=None):
     """Quantize `x` (bf16 [..., N]); returns a QuantizedResult of layout-tagged tensors.
 
     `out` may map output keys to preallocated buffers (dtypes in DTYPES) of the exact physical shapes (every
@@ -560,8 +593,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     opaque_widen (the second direction widens bf16 anew, so fewer registers stay live) and region_m (a
     column of that many tiles per program, where REGION_BLOCK_ROWS: see runtime.region_rows) and
     scale_pass (each tile's scales staged whole, then moved into their layouts by a second small kernel;
-    it takes precedence over region_m) override
-    the tuned configuration; they change speed only, never the result.
+    it takes precedence over region_m) and l2_prefetch (each
+    program warms L2 for the program that many places later; 0: none) override the tuned configuration;
+    they change speed only, never the result.
     `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
@@ -577,7 +611,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
                                   grid_n_first=grid_n_first, grid_group=grid_group, opaque_widen=opaque_widen,
-                                  region_m=region_m, scale_pass=scale_pass)
+                                  region_m=region_m, scale_pass=scale_pass, l2_prefetch=l2_prefetch)
     block_m, block_n = cfg["block_m"], cfg["block_n"]
     if block_m <= 0 or block_n <= 0 or block_m % BLOCK_M_MULTIPLE or block_n % BLOCK_N_MULTIPLE:
         raise runtime.LaunchError(f"{NAME}: tile {block_m}x{block_n} must be a multiple of 32x32 (the block shapes and tiled layouts)")
@@ -590,6 +624,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
     kwargs = {"num_warps": cfg["num_warps"]}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
+    prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1 and even)
     if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
         kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
@@ -600,7 +635,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     _quantize_kernel[grid](x2.view(torch.int16), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, x2.stride(0), *_sizes(M, N), grid_n,
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, **kwargs)
     if staged:
         _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
     result = QuantizedResult(NAME, {

@@ -1,10 +1,13 @@
 """Launch configurations the tuner may pick change speed, never bytes: a register cap, tiles narrower
 than a block's length across the block axis, one-warp programs, rowwise scales computed in place and
-the grid in N-first order or in groups of column tiles, the second direction's opaque widening,
-on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
+the grid in N-first order or in groups of column tiles, the second direction's opaque widening, an L2
+prefetch of a later program's tile, on ragged shapes with every output poisoned first, against the reference (interpreter or CUDA)."""
 import pytest
 import torch
+import triton
+import triton.language as tl
 
+import quantlay
 from quantlay import inputs, reference
 from quantlay.generated import find
 from quantlay.spec import shipped_kernels
@@ -212,3 +215,52 @@ def test_scale_pass_in_64_bit_offsets(monkeypatch):
     monkeypatch.setattr(runtime, "needs_int64", lambda *sizes: True)
     check("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, (64, 128), (198, 260), seed=16,
           num_warps=2, scale_pass=True)
+
+
+PREFETCH = [  # whole tiles (the launcher takes it only there) and segmented rows, N-first and M-first grids
+    ("fp8_1x128_rocm_te", {}, (128, 128), (256, 384), {"grid_n_first": True}),
+    ("mxfp8_nvte", {"with_gemm_swizzled_scales": False}, (32, 64), (128, 256), {}),
+    ("fp8_segment_m", {"fused_rowwise": True}, (128, 128), (260, 256), {"grid_n_first": True}),
+    ("fp8_1x128_nvte", {"gemm_ready": True}, (128, 128), (300, 520), {}),  # ragged: not taken
+]
+
+
+@pytest.mark.parametrize("ahead", [1, 5])
+@pytest.mark.parametrize("name,opts,tile,shape,launch", PREFETCH, ids=[c[0] for c in PREFETCH])
+def test_l2_prefetch_matches_reference(name, opts, tile, shape, launch, ahead):
+    """Each program warming L2 for a later one (compiled kernels only: the interpreter has no L2 to ask)."""
+    check(name, opts, tile, shape, seed=17, num_warps=4 if tile[0] == 128 else 1, l2_prefetch=ahead, **launch)
+
+
+_program_ahead = find("fp8_1x128_rocm_te")._program_ahead
+
+
+@triton.jit
+def _ahead_probe(out_ptr, D: tl.constexpr, GRID_N_FIRST: tl.constexpr):
+    pm, pn, there = _program_ahead(D, GRID_N_FIRST)
+    at = (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * 3
+    tl.store(out_ptr + at, pm)
+    tl.store(out_ptr + at + 1, pn)
+    tl.store(out_ptr + at + 2, there.to(tl.int32))
+
+
+@pytest.mark.parametrize("n_first", [True, False])
+@pytest.mark.parametrize("ahead", [1, 7, 40])
+def test_program_ahead_follows_the_launch_order(n_first, ahead):
+    """The tile a program prefetches is that of the program `ahead` places later, grid axis 0 first; past
+    the last program there is none."""
+    g0, g1 = 5, 4
+    out = torch.full((g0 * g1 * 3,), -1, dtype=torch.int32, device=DEVICE)
+    _ahead_probe[(g0, g1)](out, D=ahead, GRID_N_FIRST=n_first)
+    got = out.view(g1, g0, 3).cpu()
+    for p1 in range(g1):
+        for p0 in range(g0):
+            q, r = divmod(p1 * g0 + p0 + ahead, g0)
+            want = (q, r) if n_first else (r, q)  # N-first: axis 0 walks N (pid_n), else M
+            assert tuple(got[p1, p0].tolist()) == (*want, int(q < g1)), (p0, p1)
+
+
+def test_l2_prefetch_refuses_what_is_not_a_count():
+    for bad in (-1, True, 2.5):
+        with pytest.raises(quantlay.LaunchError, match=r"l2_prefetch must be a non-negative int .* use 0 for none"):
+            find("fp8_1x128_rocm_te").quantize(inputs.normal(128, 128).to(DEVICE), l2_prefetch=bad)

@@ -15,7 +15,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
     table = tmp_path / "tuning.json"
     big = dict(row("16384x8192", 128), maxnreg=128, inplace_rows=True, grid_n_first=True, grid_group=4,
-               opaque_widen=True, region_m=2, scale_pass=True)
+               opaque_widen=True, region_m=2, scale_pass=True, l2_prefetch=66)
     table.write_text(json.dumps({"entries": [row("4096x4096", 32), big]}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -26,13 +26,13 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
         assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
         assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
                                             grid_n_first=False, grid_group=0, opaque_widen=False, region_m=1,
-                                            scale_pass=False)
+                                            scale_pass=False, l2_prefetch=0)
         assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
         assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
-        # cap, in-place rows, grid order, the opaque widening, the region and the scale pass ride along
+        # cap, in-place rows, grid order, the opaque widening, the region, the scale pass and the prefetch ride along
         assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
                                             grid_n_first=True, grid_group=4, opaque_widen=True, region_m=2,
-                                            scale_pass=True)
+                                            scale_pass=True, l2_prefetch=66)
         assert tune.lookup("other", 24) is None         # no entry: the template's default tile
     finally:
         tune._table.cache_clear()
@@ -42,7 +42,7 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
 def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeypatch):
     from quantlay import runtime
     table = dict(block_m=128, block_n=64, num_warps=8, maxnreg=128, inplace_rows=True, grid_n_first=True,
-                 grid_group=0, opaque_widen=True, region_m=1, scale_pass=False)
+                 grid_group=0, opaque_widen=True, region_m=1, scale_pass=False, l2_prefetch=66)
     monkeypatch.setattr(tune, "lookup", lambda kernel, bucket, index=0: table if kernel == "k" else None)
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     assert runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1)) == table
@@ -50,9 +50,9 @@ def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeyp
         block_m=32, block_n=64, num_warps=1, **runtime.LAUNCH_DEFAULTS)
     assert runtime.launch_settings("other", cuda, 1 << 20, (32, 64, 1))["block_m"] == 32
     given = runtime.launch_settings("k", cuda, 1 << 20, (32, 64, 1), block_m=64, maxnreg=0, opaque_widen=False,
-                                    grid_group=None)
+                                    grid_group=None, l2_prefetch=0)
     # the caller wins, maxnreg 0 lifts the table's cap, None leaves the table's setting
-    assert given == dict(table, block_m=64, maxnreg=None, opaque_widen=False)
+    assert given == dict(table, block_m=64, maxnreg=None, opaque_widen=False, l2_prefetch=0)
 
 
 def test_candidates_hold_whole_blocks():
@@ -104,8 +104,8 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                          device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
-        # tiles) + the best 4 with the scale pass
-        assert len(timed) == 2 + 4 + 4 + 4 + 4
+        # tiles) + the best 4 with the scale pass + the best with 3 prefetch distances
+        assert len(timed) == 2 + 4 + 4 + 4 + 4 + 3
         assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
         stored = json.loads(table.read_text())["entries"]
@@ -158,8 +158,9 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
     try:
         (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
         # the sweep's tile, N-first, groups of 2, the region of 2, then the best 4 with the scale pass (one
-        # tile a program: the region's config then is the sweep's, timed once)
-        assert len(seen) == 4 + 3
+        # tile a program: the region's config then is the sweep's, timed once), then the best with 3 prefetch
+        # distances (slower here)
+        assert len(seen) == 4 + 3 + 3
         assert w["region_m"] == 2 and not w["scale_pass"] and (w["block_m"], w["block_n"]) == (64, 64)
         (stored,) = json.loads(table.read_text())["entries"]
         assert stored["region_m"] == 2

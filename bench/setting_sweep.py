@@ -1,0 +1,46 @@
+"""Time shipped casts as their launchers configure them, with one launch setting at each of several values
+(GPU), in one process, outputs compared bit for bit; % of a copy measured in the same process.
+
+    python bench/setting_sweep.py fp8_1x128_rocm_te,fp8_segment_m l2_prefetch 0,33,66,132 \
+        [--shapes 16384x8192,8192x8192,4096x6144]
+
+A kernel is KERNEL[@off] (bench/named.py); grouped kernels get 8 equal groups. Each value is timed twice,
+alternating, and the faster time kept.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import named  # noqa: E402
+from quantlay import inputs  # noqa: E402
+from quantlay.bench import bytes_moved, copy_gbps, time_call  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("kernels")
+p.add_argument("setting", help="a quantize() launch setting, e.g. l2_prefetch or num_warps")
+p.add_argument("values", help="comma-separated ints")
+p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
+a = p.parse_args()
+values = [int(v) for v in a.values.split(",")]
+copy = copy_gbps()
+print(f"{torch.cuda.get_device_name()}; copy {copy:.0f} GB/s; {a.setting} {values}", flush=True)
+for name in a.kernels.split(","):
+    kernel, mod = named.shipped(name)
+    for M, N in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
+        x = inputs.normal(M, N, seed=0).cuda()
+        args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
+        calls = [lambda v=v: mod.quantize(x, *args, **{a.setting: v}) for v in values]
+        outs = [c() for c in calls]
+        same = all(torch.equal(o[k].tensor.view(torch.uint8), outs[0][k].tensor.view(torch.uint8))
+                   for o in outs[1:] for k in outs[0])
+        moved = bytes_moved(x, [v for k, v in outs[0].items() if k != "tensor_scale"])
+        best = [float("inf")] * len(values)
+        for _ in range(2):
+            for i, c in enumerate(calls):
+                best[i] = min(best[i], time_call(c)[0])
+        print(f"{name:30s} {M}x{N:<6d} " + "  ".join(f"{v}: {100 * moved / (t * 1e-3) / 1e9 / copy:5.1f}%"
+                                                     for v, t in zip(values, best)) + ("" if same else "  BYTES DIFFER"),
+              flush=True)
