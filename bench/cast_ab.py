@@ -18,15 +18,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402  (bench/named.py: shipped kernels by name, copies of generated modules)
 from quantlay import inputs  # noqa: E402
-from quantlay.bench import bytes_moved, copy_gbps, time_call  # noqa: E402
+from quantlay.bench import bytes_moved, copy_gbps, fastest_in_turn, pct_of_copy, same_bytes  # noqa: E402
 
 KERNELS = ("mxfp4_cast_transpose_hw,mxfp4_cast_transpose_hw@off,mxfp4_cast_transpose_te,"
            "mxfp4_cast_transpose_te@off,mxfp8_nvte,mxfp8_nvte@off,fp8_1x128_rocm_te")
-
-
-def raw(t):
-    """An output's bytes (QuantizedTensor or tensor), for a bit-for-bit comparison."""
-    return getattr(t, "tensor", t).contiguous().view(torch.uint8)
 
 
 def main() -> None:
@@ -48,13 +43,10 @@ def main() -> None:
             x = inputs.normal(M, N, seed=0).cuda()
             args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
             outs = [m.quantize(x, *args, **kw) for _, m in mods]
-            same = all(torch.equal(raw(o[k]), raw(outs[0][k])) for o in outs[1:] for k in outs[0])
+            same = same_bytes(outs)
             moved = bytes_moved(x, [v for k, v in outs[0].items() if k != "tensor_scale"])
-            best = [float("inf")] * len(mods)
-            for _ in range(2):
-                for i, (_, m) in enumerate(mods):
-                    best[i] = min(best[i], time_call(lambda m=m: m.quantize(x, *args, **kw))[0])
-            pct = [100 * moved / (t * 1e-3) / 1e9 / copy for t in best]
+            best = fastest_in_turn([lambda m=m: m.quantize(x, *args, **kw) for _, m in mods])
+            pct = [pct_of_copy(moved, t, copy) for t in best]
             print(f"{name:34s} {M}x{N:<6d} " + "  ".join(f"{v} {q:5.1f}% ({t * 1e3:6.1f} us)" for (v, _), q, t
                                                           in zip(mods, pct, best)) + ("" if same else "  BYTES DIFFER"),
                   flush=True)

@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402
 from quantlay import inputs  # noqa: E402
-from quantlay.bench import bytes_moved, copy_gbps, time_call  # noqa: E402
+from quantlay.bench import bytes_moved, copy_gbps, fastest_in_turn, pct_of_copy, same_bytes  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("kernels")
@@ -34,13 +34,8 @@ for name in a.kernels.split(","):
         args = (inputs.equal_groups(M, "cuda"),) if kernel.groups else ()
         calls = [lambda v=v: mod.quantize(x, *args, **{a.setting: v}) for v in values]
         outs = [c() for c in calls]
-        same = all(torch.equal(o[k].tensor.view(torch.uint8), outs[0][k].tensor.view(torch.uint8))
-                   for o in outs[1:] for k in outs[0])
         moved = bytes_moved(x, [v for k, v in outs[0].items() if k != "tensor_scale"])
-        best = [float("inf")] * len(values)
-        for _ in range(2):
-            for i, c in enumerate(calls):
-                best[i] = min(best[i], time_call(c)[0])
-        print(f"{name:30s} {M}x{N:<6d} " + "  ".join(f"{v}: {100 * moved / (t * 1e-3) / 1e9 / copy:5.1f}%"
-                                                     for v, t in zip(values, best)) + ("" if same else "  BYTES DIFFER"),
-              flush=True)
+        best = fastest_in_turn(calls)
+        print(f"{name:30s} {M}x{N:<6d} " + "  ".join(f"{v}: {pct_of_copy(moved, t, copy):5.1f}%"
+                                                     for v, t in zip(values, best))
+              + ("" if same_bytes(outs) else "  BYTES DIFFER"), flush=True)

@@ -17,7 +17,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402
 from quantlay import inputs  # noqa: E402
-from quantlay.bench import bytes_moved, copy_gbps, time_call  # noqa: E402
+from quantlay.bench import bytes_moved, copy_gbps, pct_of_copy, same_bytes, time_call  # noqa: E402
 
 
 @triton.jit
@@ -59,7 +59,7 @@ def main() -> None:
 
         def pct(fn, nbytes, graph=True):
             t = time_call(fn)[0] if graph else triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-            return f"{100 * nbytes / (t * 1e-3) / 1e9 / copy:5.1f}% ({t * 1e3:6.1f} us)"
+            return f"{pct_of_copy(nbytes, t, copy):5.1f}% ({t * 1e3:6.1f} us)"
 
         y16 = torch.empty_like(xi)
         a8, b8 = torch.empty(M, N, dtype=torch.int8, device="cuda"), torch.empty(M, N, dtype=torch.int8, device="cuda")
@@ -87,7 +87,7 @@ def main() -> None:
                 out[k] = big[at:at + sizes[k]].view(mod.DTYPES[k]).view(shapes[k])
                 at += sizes[k] + gap
             res = mod.quantize(x, out=out)
-            same = all(torch.equal(res[k].tensor.view(torch.uint8), ref[k].tensor.view(torch.uint8)) for k in out)
+            same = same_bytes([ref, res])
             row[f"fused cast, outputs {gap_name}"] = pct(lambda: mod.quantize(x, out=out), moved) + (
                 "" if same else " BYTES DIFFER")
         for k, v in row.items():

@@ -76,6 +76,28 @@ def copy_gbps(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (med * 1e-3) / 1e9
 
 
+def fastest_in_turn(calls: Sequence[Callable], rounds: int = 2) -> List[float]:
+    """Each call's fastest median ms (time_call) over `rounds` rounds that time the calls in turn, so a GPU's
+    drift within the process falls on every call alike (A/Bs and setting sweeps)."""
+    best = [float("inf")] * len(calls)
+    for _ in range(rounds):
+        for i, fn in enumerate(calls):
+            best[i] = min(best[i], time_call(fn)[0])
+    return best
+
+
+def pct_of_copy(nbytes: int, ms: float, copy: float) -> float:
+    """nbytes moved in ms, as % of a copy's GB/s."""
+    return 100 * nbytes / (ms * 1e-3) / 1e9 / copy
+
+
+def same_bytes(results) -> bool:
+    """Whether every result (a mapping of outputs, tensors or QuantizedTensors) has the first one's bytes."""
+    def raw(t):
+        return getattr(t, "tensor", t).contiguous().view(torch.uint8)
+    return all(torch.equal(raw(r[k]), raw(results[0][k])) for r in results[1:] for k in results[0])
+
+
 def bytes_moved(x: torch.Tensor, outputs) -> int:
     """What GB/s counts: the input read once and every output (tensors or QuantizedTensors) written once."""
     outs = [getattr(t, "tensor", t) for t in outputs]
