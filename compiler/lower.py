@@ -220,13 +220,15 @@ def _element_ctx(el) -> Dict[str, object]:
         "nan_code": el.nan,
         "nan_byte": el.nan | (el.nan << 4),
         "hw_dtype": el.hw_convert,
-        # the bf16x2 encoder's constants (bf16 patterns): saturation, the smallest normal value, the magic
-        # M's exponent offset (its ulp is the format's step), and the scale that turns a rounded value
-        # into its code: 2^(bias - 127) maps the format's smallest normal onto bf16's, so the bf16
-        # exponent and top mantissa bits of the product are the code, at bit `bf_shift`.
+        # the bf16x2 encoder's constants (bf16 patterns): saturation, minus the smallest normal value, the
+        # magic M's factor 2^(7 - mbits) on a binade (M's ulp is then the format's step there) and M in the
+        # smallest normal binade, and the scale that turns a rounded value into its code: 2^(bias - 127)
+        # maps the format's smallest normal onto bf16's, so the bf16 exponent and top mantissa bits of the
+        # product are the code, at bit `bf_shift`.
         "bf_max": f"0x{bf16_bits(el.max_value):04X}",
-        "bf_min_normal": f"0x{bf16_bits(sub):04X}",
-        "bf_magic": f"0x{(7 - el.mbits) << 7:04X}",
+        "bf_neg_min_normal": f"0x{bf16_bits(-sub):04X}",
+        "bf_magic_scale": f"0x{bf16_bits(2.0 ** (7 - el.mbits)):04X}",
+        "bf_magic_base": f"0x{bf16_bits(sub * 2.0 ** (7 - el.mbits)):04X}",
         "bf_code_scale": f"0x{bf16_bits(2.0 ** (el.bias - 127)):04X}",
         "bf_shift": 7 - el.mbits,
         "bf_code_exp": el.bias - 127,

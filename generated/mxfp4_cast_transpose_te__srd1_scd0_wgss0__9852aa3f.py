@@ -140,61 +140,64 @@ def _encode_rowwise(q):
 
 # rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
-# block, whose multiplier is NaN) is the multiplier compared with itself.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. A NaN block's bytes (its
+# multiplier is NaN) are masked to 0 after packing, by the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same steps.)
 # Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
-# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
-# The keep masks are 0x7FFF, so one lop3 takes |q| and sets that bit (before the saturating min: the
-# format's max with that bit set still rounds to the max).
+# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one
+# (after the saturating min: the format's max with that bit set still rounds to the max).
 _BF16X2_ROWWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kmin, 0x3F803F80;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
 mov.b32 kcode, 0x00800080;
-set.eq.u32.bf16x2 k0, $5, $5;
-set.eq.u32.bf16x2 k1, $6, $6;
-and.b32 k0, k0, 0x7FFF7FFF;
-and.b32 k1, k1, 0x7FFF7FFF;
-mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, k0, 0x00010001, 0xEA;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, k1, 0x00010001, 0xEA;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, k0, 0x00010001, 0xEA;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $5;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, k1, 0x00010001, 0xEA;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $6;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -204,7 +207,11 @@ mad.lo.u32 w0, w2, 16, w0;
 mad.lo.u32 w1, w3, 16, w1;
 shr.u32 w0, w0, 6;
 shr.u32 w1, w1, 6;
-prmt.b32 $0, w0, w1, 0x6420;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
 }""")
 
 
@@ -236,7 +243,7 @@ def _bf16x2_rowwise(lo, hi, kw):
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
     products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
     (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
-    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
+    A NaN block (mult NaN) gets threshold -Inf and its bytes masked to 0, the NaN code, after packing.
     """
     return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
                                      dtype=tl.uint8, is_pure=True, pack=4)
@@ -295,61 +302,64 @@ def _encode_colwise(q):
 
 # colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
 # $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
-# sign threshold, each matching $1 $2 (and so $3 $4) element for element. The keep mask (0 in a NaN
-# block, whose multiplier is NaN) is the multiplier compared with itself.
-# (Constants are a bf16 pattern in both halves; the four registers run the same 11 steps.)
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. A NaN block's bytes (its
+# multiplier is NaN) are masked to 0 after packing, by the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same steps.)
 # Ties away from zero: setting the lowest bit of |q|'s bf16 pattern before the rounding add lifts an exact
-# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one.
-# The keep masks are 0x7FFF, so one lop3 takes |q| and sets that bit (before the saturating min: the
-# format's max with that bit set still rounds to the max).
+# tie (8 significant bits at most, so that bit is clear) above it, and moves no other value across one
+# (after the saturating min: the format's max with that bit set still rounds to the max).
 _BF16X2_COLWISE = tl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, kmax, kmin, kcode, k0, k1;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kmin, 0x3F803F80;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
 mov.b32 kcode, 0x00800080;
-set.eq.u32.bf16x2 k0, $5, $5;
-set.eq.u32.bf16x2 k1, $6, $6;
-and.b32 k0, k0, 0x7FFF7FFF;
-and.b32 k1, k1, 0x7FFF7FFF;
-mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, k0, 0x00010001, 0xEA;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $7;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, k1, 0x00010001, 0xEA;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $8;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $3, $5;
-lop3.b32 a, q, k0, 0x00010001, 0xEA;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $5;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $7;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $4, $6;
-lop3.b32 a, q, k1, 0x00010001, 0xEA;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $6;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -359,7 +369,11 @@ mad.lo.u32 w0, w2, 16, w0;
 mad.lo.u32 w1, w3, 16, w1;
 shr.u32 w0, w0, 6;
 shr.u32 w1, w1, 6;
-prmt.b32 $0, w0, w1, 0x6420;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
 }""")
 
 
@@ -391,7 +405,7 @@ def _bf16x2_colwise(lo, hi, kw):
     6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
     products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
     (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
-    A NaN block (mult NaN) gets a zero keep mask and threshold -Inf: every byte 0, the NaN code.
+    A NaN block (mult NaN) gets threshold -Inf and its bytes masked to 0, the NaN code, after packing.
     """
     return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
                                      dtype=tl.uint8, is_pure=True, pack=4)
@@ -919,53 +933,62 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
 
 
 # The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
-# half: the multiplier's bf16 pattern, the sign threshold -T and the keep mask (0x7FFF, or 0 in a NaN block).
+# half: the multiplier's bf16 pattern and the sign threshold -T; a NaN block's code bytes are masked to 0 after
+# packing by the keep masks (0 in a NaN block's half, else 0xFFFF).
 # rowwise: $1..$4 four words of a row block (elements 2k, 2k + 1), $5..$8 multipliers, $9..$12 thresholds,
-# $13..$16 keep masks; $0: their four code bytes (byte k: word k's elements, the even one in the low nibble).
+# $13 the block's keep mask; $0: their four code bytes (byte k: word k's elements, the even one in the low nibble).
 _HOPPER_ROW_ASM = gl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1, kmax, kmin, kcode;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kmin, 0x3F803F80;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
 mov.b32 kcode, 0x00800080;
-mul.rn.bf16x2 q, $1, $5;
-lop3.b32 a, q, $13, 0x00010001, 0xEA;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $1, $9;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $2, $6;
-lop3.b32 a, q, $14, 0x00010001, 0xEA;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $10;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $3, $7;
-lop3.b32 a, q, $15, 0x00010001, 0xEA;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $7;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $11;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $4, $8;
-lop3.b32 a, q, $16, 0x00010001, 0xEA;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $8;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -979,34 +1002,41 @@ shr.u32 u1, w2, 6;
 mad.lo.u32 u1, w3, 4, u1;
 shr.u32 v1, u1, 12;
 add.u32 u1, u1, v1;
-prmt.b32 $0, u0, u1, 0x5410;
+prmt.b32 u0, u0, u1, 0x5410;
+and.b32 $0, u0, $13;
 }""")
 # colwise: four row pairs of one word column; $2..$5 the even rows' words, $6..$9 the odd rows', $10..$13
-# multipliers, $14..$17 thresholds, $18..$21 keep masks (low half: column 2j's block, high half: column
+# multipliers, $14..$17 thresholds, $18 the keep masks (low half: column 2j's block, high half: column
 # 2j + 1's); $0: column 2j's four code bytes (pair after pair, the even row in the low nibble), $1: 2j + 1's.
 _HOPPER_COL_ASM = gl.constexpr("""{
-.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1, kmax, kmin, kcode;
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
 mov.b32 kmax, 0x40C040C0;
-mov.b32 kmin, 0x3F803F80;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
 mov.b32 kcode, 0x00800080;
 .reg .b32 y0, y1, y2, y3;
-mul.rn.bf16x2 q, $2, $10;
-lop3.b32 a, q, $18, 0x00010001, 0xEA;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $10;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $2, $14;
 lop3.b32 e0, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $6, $10;
-lop3.b32 a, q, $18, 0x00010001, 0xEA;
+abs.bf16x2 q, $6;
+mul.rn.bf16x2 a, q, $10;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -1014,23 +1044,25 @@ set.lt.u32.bf16x2 z, $6, $14;
 lop3.b32 w0, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y0, w0, 16, e0;
 shr.u32 y0, y0, 6;
-mul.rn.bf16x2 q, $3, $11;
-lop3.b32 a, q, $19, 0x00010001, 0xEA;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $11;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $3, $15;
 lop3.b32 e1, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $7, $11;
-lop3.b32 a, q, $19, 0x00010001, 0xEA;
+abs.bf16x2 q, $7;
+mul.rn.bf16x2 a, q, $11;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -1038,23 +1070,25 @@ set.lt.u32.bf16x2 z, $7, $15;
 lop3.b32 w1, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y1, w1, 16, e1;
 shr.u32 y1, y1, 6;
-mul.rn.bf16x2 q, $4, $12;
-lop3.b32 a, q, $20, 0x00010001, 0xEA;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $12;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $4, $16;
 lop3.b32 e2, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $8, $12;
-lop3.b32 a, q, $20, 0x00010001, 0xEA;
+abs.bf16x2 q, $8;
+mul.rn.bf16x2 a, q, $12;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -1062,23 +1096,25 @@ set.lt.u32.bf16x2 z, $8, $16;
 lop3.b32 w2, c, z, 0x02000200, 0xF8;
 mad.lo.u32 y2, w2, 16, e2;
 shr.u32 y2, y2, 6;
-mul.rn.bf16x2 q, $5, $13;
-lop3.b32 a, q, $21, 0x00010001, 0xEA;
+abs.bf16x2 q, $5;
+mul.rn.bf16x2 a, q, $13;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
 set.lt.u32.bf16x2 z, $5, $17;
 lop3.b32 e3, c, z, 0x02000200, 0xF8;
-mul.rn.bf16x2 q, $9, $13;
-lop3.b32 a, q, $21, 0x00010001, 0xEA;
+abs.bf16x2 q, $9;
+mul.rn.bf16x2 a, q, $13;
 min.bf16x2 a, a, kmax;
+or.b32 a, a, 0x00010001;
 and.b32 t, a, 0x7F807F80;
-max.bf16x2 t, t, kmin;
-add.u32 m, t, 0x03000300;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
 add.rn.bf16x2 s, a, m;
 sub.rn.bf16x2 r, s, m;
 mul.rn.bf16x2 c, r, kcode;
@@ -1088,6 +1124,8 @@ mad.lo.u32 y3, w3, 16, e3;
 shr.u32 y3, y3, 6;
 prmt.b32 u0, y0, y1, 0x6240;
 prmt.b32 u1, y2, y3, 0x6240;
+and.b32 u0, u0, $18;
+and.b32 u1, u1, $18;
 prmt.b32 $0, u0, u1, 0x5410;
 prmt.b32 $1, u0, u1, 0x7632;
 }""")
@@ -1105,7 +1143,7 @@ def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
     the first block and high half in the second: (multipliers, sign thresholds, keep masks)."""
     k = (kw_lo & 0xFFFF) | (kw_hi << 16)
     thr = ((kw_lo >> 16) & 0xFFFF) | (kw_hi & -65536)
-    keep = tl.where(mult_lo == mult_lo, 0x7FFF, 0) | tl.where(mult_hi == mult_hi, 0x7FFF0000, 0)
+    keep = tl.where(mult_lo == mult_lo, 0xFFFF, 0) | tl.where(mult_hi == mult_hi, -65536, 0)
     return k, thr, keep
 
 

@@ -2,9 +2,10 @@
 
 Triton's interpreter cannot run inline PTX, so CPU tests execute the generated asm text with this model
 instead: bf16 arithmetic is exact in float64 and rounded to bf16 (nearest, ties to even, subnormals
-kept, NaN results canonical 0x7FFF), f16 likewise (an fma rounds once: its operands' product and sum
-are exact in float64 here); min/max return the non-NaN operand; compares are ordered; fp32 products
-are IEEE's (NaN canonical 0x7FFFFFFF). These are the PTX ISA's rules
+kept, NaN results canonical 0x7FFF), f16 likewise; an fma rounds once (its operands' product and sum are
+exact in float64 for the encoders' operands: powers of two, small integers, codes), .relu makes a negative
+result +0; abs clears the sign bit; min/max return the non-NaN operand; compares are ordered; fp32
+products are IEEE's (NaN canonical 0x7FFFFFFF). These are the PTX ISA's rules
 for sm_90 bf16x2 arithmetic; the GPU test of the same encoders checks that the hardware agrees.
 """
 import re
@@ -81,6 +82,21 @@ def _minmax(pick):
     return op
 
 
+def _abs(x):
+    """abs.bf16x2: the sign bit cleared (NaN stays NaN)."""
+    return x & 0x7FFF
+
+
+def _fma(relu):
+    """fma.rn{.relu}.bf16x2: x * y + z rounded once; .relu: a negative result is +0 (NaN stays NaN)."""
+    def op(x, y, z):
+        r = _round(_val(x) * _val(y) + _val(z))
+        if relu:
+            r = torch.where((r & 0x8000).bool() & ((r & 0x7FFF) <= 0x7F80), 0, r)
+        return r
+    return op
+
+
 def _set_lt(x, y):
     """set.lt.u32: 0xFFFF where x < y (ordered: false with a NaN; -0 equals +0)."""
     return torch.where(_val(x) < _val(y), 0xFFFF, 0)
@@ -133,6 +149,9 @@ OPS = {
     "mul.rn.bf16x2": lambda a, b: _halves(_arith(torch.mul), a, b),
     "add.rn.bf16x2": lambda a, b: _halves(_arith(torch.add), a, b),
     "sub.rn.bf16x2": lambda a, b: _halves(_arith(torch.sub), a, b),
+    "abs.bf16x2": lambda a: _halves(lambda x, _: _abs(x), a, a),
+    "fma.rn.bf16x2": lambda a, b, c: _halves3(_fma(False), a, b, c),
+    "fma.rn.relu.bf16x2": lambda a, b, c: _halves3(_fma(True), a, b, c),
     "min.bf16x2": lambda a, b: _halves(_minmax(torch.lt), a, b),
     "max.bf16x2": lambda a, b: _halves(_minmax(torch.gt), a, b),
     "set.lt.u32.bf16x2": lambda a, b: _halves(_set_lt, a, b),

@@ -76,9 +76,10 @@ def test_hopper_casts_compile_for_sm90_without_spills():
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
         # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one
         assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.U8": 4 * tiles}, (form, r)
-        # the Triton kernel's sm_90 SASS runs 22.6 lane-instructions an element (flags on); this kernel 18.0-19.4,
-        # both profiles alike (_te ran 20.4 before its encoder folded the tie bit into the lop3 that takes |q|)
-        assert r["lane_instructions_per_element"] < 19.5, (form, r)
+        # the kernel is bound by its ALU pipe (ncu on the H200): its encoders take |x| and floor the rounding magic
+        # on the FMA pipe, so that 9.0 (_hw) and 10.0 (_te, the tie bit) of its 18.4-20.6 lane-instructions an
+        # element run on the ALU pipe, where they ran 10.8 of 19.4 before (the Triton kernel: 22.6 in all)
+        assert r["alu_per_element"] < 10.25 and r["lane_instructions_per_element"] < 21, (form, r)
 
 
 def test_the_gpu_suites_planted_bugs_find_their_target_text():

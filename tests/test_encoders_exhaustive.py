@@ -100,9 +100,11 @@ CPU_E = [0, 1, 15, 16, 17, 64, 120, 126, 127, 128, 129, 143, 144, 145, 146, 149,
 
 def _pair_inputs(e_values):
     """Every bf16 pattern in the low nibble's element with a different pattern in the high one, under each
-    E8M0 byte: (lo, hi, e) int64 tensors. NaN elements are left out: they make their block's byte 255."""
+    E8M0 byte: (lo, hi, e) int64 tensors. NaN elements are left out: they make their block's byte 255.
+    Each byte's run is a whole number of fours (an asm instance's words, which the kernels take from one block)."""
     p = torch.arange(1 << 16, dtype=torch.int64)
     p = p[((p & 0x7FFF) <= 0x7F80)]
+    p = torch.cat([p, p[:-len(p) % 4]])
     lo = p.repeat(len(e_values))
     hi = ((p * 40503 + 12345) & 0xFFFF).repeat(len(e_values))
     hi = torch.where((hi & 0x7FFF) > 0x7F80, hi & 0x8000, hi)
@@ -332,7 +334,8 @@ def _hopper_mismatches(name, row_asm=None, col_asm=None, e_values=CPU_E):
     """The Hopper encoders' asm (the module's, or the given text) in tests/ptx_model.py on every bf16 pattern
     pair under each E8M0 byte of e_values, against the format's reference: the number of wrong bytes.
     rowwise: a word holds elements 2k, 2k + 1 of one block; colwise: the even rows' words and the odd rows',
-    their low halves in one column's block and their high halves in the next column's (another block)."""
+    their low halves in one column's block and their high halves in the next column's (another block). An
+    instance's four words lie in one block (one column pair's blocks), as in the kernel."""
     import ptx_model
     kernel = shipped_kernels()[name]
     variant = kernel.variant(**dict.fromkeys(kernel.options, True))
@@ -342,7 +345,7 @@ def _hopper_mismatches(name, row_asm=None, col_asm=None, e_values=CPU_E):
     out = ptx_model.run(row_asm or mod._HOPPER_ROW_ASM.value, [None, *_quads(lo | (hi << 16)), *_quads(k),
                                                                 *_quads(thr), *_quads(keep)])
     bad = int((_bytes(out) != _pair_reference(variant, "rowwise", lo, hi, mult)).sum())
-    lo2, hi2, e2 = (t.roll(7919) for t in (lo, hi, e))
+    lo2, hi2, e2 = (t.roll(7920) for t in (lo, hi, e))
     k, thr, keep, m0, m1 = _hopper_operands(mod, "colwise", e, e2)
     ops = [None, None, *_quads(lo | (lo2 << 16)), *_quads(hi | (hi2 << 16)), *_quads(k), *_quads(thr), *_quads(keep)]
     outs = ptx_model.run(col_asm or mod._HOPPER_COL_ASM.value, ops, ("$0", "$1"))
@@ -359,13 +362,16 @@ def test_hopper_asm_matches_reference_in_the_ptx_model(name):
 
 
 def test_hopper_asm_test_catches_planted_bugs():
-    """The check above fails on a wrong byte order, a wrong nibble shift and a dropped tie rule."""
+    """The check above fails on a wrong byte order, a wrong nibble shift, a dropped tie rule, a magic M not
+    floored at the smallest normal binade and a NaN block's bytes left unmasked."""
     mod = find("mxfp4_cast_transpose_te", **dict.fromkeys(shipped_kernels()["mxfp4_cast_transpose_te"].options, True))
     row, col = mod._HOPPER_ROW_ASM.value, mod._HOPPER_COL_ASM.value
     e = [127, 255]
     assert _hopper_mismatches("mxfp4_cast_transpose_te", e_values=e) == 0
     for r, c in ((row.replace("0x5410", "0x4510"), None), (row.replace("shr.u32 v0, u0, 12", "shr.u32 v0, u0, 11"), None),
                  (None, col.replace("0x7632", "0x3276")), (None, col.replace("mad.lo.u32 y2, w2, 16", "mad.lo.u32 y2, w2, 8")),
-                 (row.replace("0x00010001, 0xEA", "0, 0xEA"), col.replace("0x00010001, 0xEA", "0, 0xEA"))):
+                 (row.replace("or.b32 a, a, 0x00010001", "or.b32 a, a, 0"), col.replace("or.b32 a, a, 0x00010001", "or.b32 a, a, 0")),
+                 (row.replace("fma.rn.relu.bf16x2", "fma.rn.bf16x2"), None),
+                 (row.replace("and.b32 $0, u0, $13", "mov.b32 $0, u0"), None), (None, col.replace("and.b32 u1, u1, $18", "mov.b32 u1, u1"))):
         assert (r or c) not in (row, col)
         assert _hopper_mismatches("mxfp4_cast_transpose_te", r, c, e_values=e) > 0
