@@ -24,9 +24,10 @@ GROUPS_RETIMED, GRID_GROUPS = 2, (2, 4, 8)  # and the best two in groups of colu
 # gained 4% from it where the best 64x128 tile gained nothing: the best few configs can be one tile)
 REGIONS_RETIMED, REGIONS = 3, (2, 4)
 SCALE_PASS_RETIMED = 4  # the best configurations so far, retimed with the scale pass
-# the best configuration, retimed with each program warming L2 for the program this many places later
-# (on the H200 the fused 1x128 cast gained about a point at 8192x8192 and up with 66, lost one at 4096x6144)
-PREFETCH_RETIMED, PREFETCHES = 1, (33, 66, 132)
+# the best four configurations, retimed with each program warming L2 for the program this many places later
+# (on the H200 the fused 1x128 cast gained about a point at 8192x8192 and up with 66, lost one at 4096x6144;
+# the segmented fused cast's best without it was not its best with it: the plain widening won there)
+PREFETCH_RETIMED, PREFETCHES = 4, (33, 66, 132)
 # two-direction kernels: the best four retimed with the second direction's opaque widening, as they are
 # and under a cap of 128 registers (two 256-thread programs per SM), where the widening pays off
 OPAQUE_RETIMED, OPAQUE_CAP = 4, 128

@@ -104,8 +104,8 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                          device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
-        # tiles) + the best 4 with the scale pass + the best with 3 prefetch distances
-        assert len(timed) == 2 + 4 + 4 + 4 + 4 + 3
+        # tiles) + the best 4 with the scale pass + the best 4 with 3 prefetch distances
+        assert len(timed) == 2 + 4 + 4 + 4 + 4 + 12
         assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
         stored = json.loads(table.read_text())["entries"]
@@ -158,9 +158,9 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
     try:
         (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
         # the sweep's tile, N-first, groups of 2, the region of 2, then the best 4 with the scale pass (one
-        # tile a program: the region's config then is the sweep's, timed once), then the best with 3 prefetch
+        # tile a program: the region's config then is the sweep's, timed once), then the best 4 with 3 prefetch
         # distances (slower here)
-        assert len(seen) == 4 + 3 + 3
+        assert len(seen) == 4 + 3 + 12
         assert w["region_m"] == 2 and not w["scale_pass"] and (w["block_m"], w["block_n"]) == (64, 64)
         (stored,) = json.loads(table.read_text())["entries"]
         assert stored["region_m"] == 2
