@@ -2,7 +2,8 @@
 
     python bench/sass.py KERNEL [--flags on|off | --opt NAME=0|1 ...] [--bm 64 --bn 64 --warps 4] [--lines]
 
-Reads what costs no GPU time: registers, spills, instruction mix (loads/stores and their widths).
+Reads what costs no GPU time: registers, spills, instruction mix (loads/stores and their widths), and how
+many instructions run on the ALU pipe (the MXFP4 casts' limit on the H200).
 """
 import argparse
 import collections
@@ -18,6 +19,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from quantlay import runtime  # noqa: E402
+from quantlay.bench import alu_pipe_share  # noqa: E402
 from quantlay.generated import find  # noqa: E402
 
 import named  # noqa: E402  (bench/named.py: edited copies of generated modules)
@@ -99,7 +101,8 @@ regs = re.search(r"REG:(\d+)", usage)
 stack = re.search(r"STACK:(\d+)", usage)
 print(f"{mod.NAME} tile {a.bm}x{a.bn} warps {a.warps}: regs {regs.group(1) if regs else '?'} "
       f"stack {stack.group(1) if stack else '?'} shared {k.metadata.shared} bytes; {total} SASS instructions "
-      f"= {total * 32 * a.warps / elems:.1f} lane-instructions per element")
+      f"= {total * 32 * a.warps / elems:.1f} lane-instructions per element, "
+      f"{alu_pipe_share(ops) * 32 * a.warps / elems:.1f} of them on the ALU pipe")
 for op, n in ops.most_common(25):
     print(f"  {op:24s} {n}")
 if a.lines:

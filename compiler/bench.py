@@ -21,6 +21,16 @@ from . import inputs, reference
 from . import spec as specmod
 
 SHAPES = ((4096, 6144), (8192, 8192), (16384, 8192), (32768, 4096))  # the shapes of issue 5's targets
+# SASS opcodes that sm_90 issues to its ALU pipe (logic, shifts, integer compares and min/max, the 16-bit float
+# compares and min/max), which runs a warp instruction every second cycle: the limit of the MXFP4 casts (ncu)
+ALU_PIPE_OPS = frozenset({"LOP3", "SHF", "LEA", "SEL", "PRMT", "ISETP", "IADD3", "IMNMX", "VIMNMX", "VIMNMX3",
+                          "HMNMX2", "HSET2", "HSETP2", "FSETP", "FMNMX", "FSEL", "SGXT", "MOV", "PLOP3", "BMSK",
+                          "FLO", "POPC", "BREV"})
+
+
+def alu_pipe_share(ops) -> int:
+    """How many of a SASS opcode count ({opcode with modifiers: n}) run on the ALU pipe."""
+    return sum(n for op, n in ops.items() if op.split(".")[0] in ALU_PIPE_OPS)
 
 
 @dataclass(frozen=True)

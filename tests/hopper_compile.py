@@ -17,6 +17,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime import driver
 
+from quantlay.bench import alu_pipe_share
 from quantlay.generated import find
 
 
@@ -127,12 +128,6 @@ def offsets_in_loops(ttgir: str):
     return [re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", loop) is not None for loop in loops]
 
 
-# SASS opcodes that sm_90 issues to its ALU pipe (logic, shifts, integer compares and min/max, the 16-bit
-# float compares and min/max), which runs a warp instruction every second cycle
-ALU_OPS = {"LOP3", "SHF", "LEA", "SEL", "PRMT", "ISETP", "IADD3", "IMNMX", "VIMNMX", "VIMNMX3", "HMNMX2", "HSET2",
-           "HSETP2", "FSETP", "FMNMX", "FSEL", "SGXT", "MOV", "PLOP3", "BMSK", "FLO", "POPC", "BREV"}
-
-
 def cast_report(name, options, warps=2, tiles=1, staged=False):
     """An MXFP4 cast's Hopper kernel compiled for sm_90: registers, spills, its global stores by width, and its
     instructions per element of a thread's tile, all and those of the ALU pipe."""
@@ -142,7 +137,7 @@ def cast_report(name, options, warps=2, tiles=1, staged=False):
     return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
             "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
             "lane_instructions_per_element": sum(ops.values()) * per_element,
-            "alu_per_element": sum(n for op, n in ops.items() if op.split(".")[0] in ALU_OPS) * per_element}
+            "alu_per_element": alu_pipe_share(ops) * per_element}
 
 
 if __name__ == "__main__":
