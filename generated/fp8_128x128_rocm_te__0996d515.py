@@ -279,7 +279,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_xm
         tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
     if SCALE_PASS:
         st = tl.arange(0, BLOCK_M // 128)[:, None] * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128)[None, :]
-        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 128) * (BLOCK_N // 128)) + st, (e_rowwise).to(tl.float32))
+        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 128) * (BLOCK_N // 128)) + st, (e_rowwise).to(tl.float32),
+                 eviction_policy="evict_last")
     else:
         ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
         tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
@@ -305,7 +306,8 @@ def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(rowwise_scale_ptr + ((r * s1) + c), (val).to(tl.float32), mask=(r < s0) & (c < s1) & inside)

@@ -335,7 +335,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
     if SCALE_PASS:
         st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128)[None, :]
-        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 128)) + st, (e_rowwise).to(tl.float32))
+        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 128)) + st, (e_rowwise).to(tl.float32),
+                 eviction_policy="evict_last")
     else:
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
         tj = (pid_n * (BLOCK_N // 128) + tl.arange(0, BLOCK_N // 128))[None, :]
@@ -381,7 +382,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
     if SCALE_PASS:
         st = tl.arange(0, BLOCK_M // 128)[:, None] * (BLOCK_N) + tl.arange(0, BLOCK_N)[None, :]
-        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 128) * (BLOCK_N)) + st, (e_colwise).to(tl.float32))
+        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 128) * (BLOCK_N)) + st, (e_colwise).to(tl.float32),
+                 eviction_policy="evict_last")
     else:
         ti = (pid_m * (BLOCK_M // 128) + tl.arange(0, BLOCK_M // 128))[:, None]
         tj = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[None, :]
@@ -407,7 +409,8 @@ def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, GRID
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(rowwise_scale_ptr + ((r * s0) + c), (val).to(tl.float32), mask=(r < M) & (c < s0) & inside)
@@ -430,7 +433,8 @@ def _scale_block_colwise_scale(q, src_ptr, colwise_scale_ptr, M, N, s0, s1, GRID
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(colwise_scale_ptr + ((r * N) + c), (val).to(tl.float32), mask=(r < s1) & (c < N) & inside)

@@ -387,7 +387,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
                 tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
             if SCALE_PASS:
                 st = tl.arange(0, BLOCK_M // 32)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-                tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+                tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8),
+                         eviction_policy="evict_last")
             else:
                 ti = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
                 tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -504,7 +505,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
         if SCALE_PASS:
             st = tl.arange(0, BLOCK_M // 32)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M // 32) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8),
+                     eviction_policy="evict_last")
         else:
             ti = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[:, None]
             tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -557,7 +559,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
         if SCALE_PASS:
             st = tl.arange(0, BLOCK_N // 32)[:, None] * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32)[None, :]
-            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N // 32) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8))
+            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N // 32) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8),
+                     eviction_policy="evict_last")
         else:
             ti = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[:, None]
             tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
@@ -583,7 +586,8 @@ def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(rowwise_scale_ptr + ((r * s2) + c), (val).to(tl.uint8), mask=(r < s1) & (c < s2) & inside)
@@ -606,7 +610,8 @@ def _scale_block_colwise_scale(q, src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (tj // T1) * GRID_N + ti // T0  # pid_m * GRID_N + pid_n, as the kernel staged it (ti runs along N)
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(colwise_scale_ptr + ((r * s1) + c), (val).to(tl.uint8), mask=(r < s2) & (c < s1) & inside)

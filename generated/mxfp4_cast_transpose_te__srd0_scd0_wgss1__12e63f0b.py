@@ -625,7 +625,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         tl.store(rowwise_data_ptr + off, v.to(tl.uint8), mask=ok)
     if SCALE_PASS:
         st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+        tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8),
+                 eviction_policy="evict_last")
     else:
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
         tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -677,7 +678,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         tl.store(colwise_data_ptr + off, v.to(tl.uint8), mask=ok)
     if SCALE_PASS:
         st = tl.arange(0, BLOCK_N)[:, None] * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32)[None, :]
-        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8))
+        tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8),
+                 eviction_policy="evict_last")
     else:
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
         tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
@@ -704,7 +706,8 @@ def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     val = tl.where((r < M) & (c < s1), val, 127)
@@ -728,7 +731,8 @@ def _scale_block_colwise_scale(q, src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (tj // T1) * GRID_N + ti // T0  # pid_m * GRID_N + pid_n, as the kernel staged it (ti runs along N)
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     val = tl.where((r < N) & (c < s7), val, 127)
@@ -1027,8 +1031,9 @@ def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, 
     LS: gl.constexpr = e.type.layout
     rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
     cb = gl.expand_dims(gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, LS)), 0)
-    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale
-        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BNW // 16)) + rr * (BNW // 16) + cb, e.to(gl.uint8))
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale (kept in L2 for it)
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BNW // 16)) + rr * (BNW // 16) + cb, e.to(gl.uint8),
+                 eviction_policy="evict_last")
     else:
         ti = pid_m * BM + rr
         tj = pid_n * (BNW // 16) + cb
@@ -1081,8 +1086,8 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
     nn = gl.expand_dims(2 * gl.arange(0, BNW, layout=gl.SliceLayout(0, LS)), 0)  # columns in the tile
     if SCALE_PASS:  # the tile's values whole, tile-major (column-major in the tile), for _scale_block_colwise_scale
         st = colwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BN * (PM // 16)) + nn * (PM // 16) + blk
-        gl.store(st, e0.to(gl.uint8))
-        gl.store(st + PM // 16, e1.to(gl.uint8))
+        gl.store(st, e0.to(gl.uint8), eviction_policy="evict_last")
+        gl.store(st + PM // 16, e1.to(gl.uint8), eviction_policy="evict_last")
     else:
         tj = pid_m * (PM // 16) + blk
         ti = pid_n * BN + nn

@@ -457,7 +457,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
                 tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
             if SCALE_PASS:
                 st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-                tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+                tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8),
+                         eviction_policy="evict_last")
             else:
                 ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
                 tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -718,7 +719,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tl.store(rowwise_data_ptr + ((r * s0) + c), packed_bytes[2].to(tl.uint8), mask=(r < M) & (c < s0))
         if SCALE_PASS:
             st = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)[None, :]
-            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8))
+            tl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_M) * (BLOCK_N // 32)) + st, (e_rowwise).to(tl.uint8),
+                     eviction_policy="evict_last")
         else:
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
             tj = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32))[None, :]
@@ -843,7 +845,8 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             tl.store(colwise_data_ptr + ((r * s2) + c), packed_bytes[2].to(tl.uint8), mask=(r < N) & (c < s2))
         if SCALE_PASS:
             st = tl.arange(0, BLOCK_N)[:, None] * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32)[None, :]
-            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8))
+            tl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BLOCK_N) * (BLOCK_M // 32)) + st, (e_colwise).to(tl.uint8),
+                     eviction_policy="evict_last")
         else:
             ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
             tj = (pid_m * (BLOCK_M // 32) + tl.arange(0, BLOCK_M // 32))[None, :]
@@ -869,7 +872,8 @@ def _scale_block_rowwise_scale(q, src_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (ti // T0) * GRID_N + tj // T1  # pid_m * GRID_N + pid_n, as the kernel staged it
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(rowwise_scale_ptr + ((r * s1) + c), (val).to(tl.uint8), mask=(r < M) & (c < s1) & inside)
@@ -892,7 +896,8 @@ def _scale_block_colwise_scale(q, src_ptr, colwise_scale_ptr, M, N, s0, s1, s2, 
         tj = tj.to(tl.int64)
     inside = (ti < EXT0) & (tj < EXT1)
     tile = (tj // T1) * GRID_N + ti // T0  # pid_m * GRID_N + pid_n, as the kernel staged it (ti runs along N)
-    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside)
+    # read once: the scratch's lines may leave L2 after this
+    val = tl.load(src_ptr + tile * (T0 * T1) + (ti % T0) * T1 + tj % T1, mask=inside, eviction_policy="evict_first")
     r = ti
     c = tj
     tl.store(colwise_scale_ptr + ((r * s3) + c), (val).to(tl.uint8), mask=(r < N) & (c < s3) & inside)
