@@ -154,7 +154,7 @@ HOPPER_MUTATIONS = {
     "column 2j + 1 scaled by column 2j's block": [("mult1, e1 = _scale_colwise(m & -65536)",
                                                   "mult1, e1 = _scale_colwise((m & 0xFFFF) << 16)")],
     "a program's second tile encodes its first tile's words": [("xe = gl.load(ptrs + (t + 1) * BNW)\n", "xe = gl.load(ptrs)\n")],
-    "staged column 2j + 1 scales over column 2j's": [("gl.store(st + PM // 16, e1.to(gl.uint8))", "gl.store(st, e1.to(gl.uint8))")],
+    "staged column 2j + 1 scales over column 2j's": [("gl.store(st + PM // 16, e1.to(gl.uint8),", "gl.store(st, e1.to(gl.uint8),")],
     "grouped programs map onto the wrong column tiles": [(
         "pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP",
         "pid_t = gl.program_id(1) + gl.program_id(0) % GRID_GROUP")],
