@@ -72,7 +72,8 @@ def test_hopper_casts_compile_for_sm90_without_spills():
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     for form, r in json.loads(out.stdout.splitlines()[-1]).items():
-        tiles, staged = int(form.split(":")[3]), form.endswith(":1")
+        *_, tiles, staged = form.split(":")  # NAME:FLAGS:WARPS:TILES:STAGED
+        tiles, staged = int(tiles), staged == "1"
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
         # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one, staged ones
         # marked evict_last (the scale pass reads them from L2)
