@@ -43,6 +43,7 @@ p.add_argument("--region-m", type=int, default=1, help="REGION_M (tiles per prog
 p.add_argument("--scale-pass", action="store_true", help="SCALE_PASS (each tile's scales staged whole in a scratch buffer)")
 p.add_argument("--prefetch", type=int, default=0, help="PREFETCH (programs ahead whose x tile each program asks L2 for)")
 p.add_argument("--file", help="compile this module (an edited copy of a generated kernel) instead")
+p.add_argument("--ttgir", help="write the kernel's TritonGPU IR (its layouts and layout conversions) to this file")
 p.add_argument("--const", action="append", default=[], help="NAME=INT, a constexpr an edited copy adds")
 p.add_argument("--ptr", action="append", default=[], help="NAME=TYPE (e.g. scr_ptr=*i16), a pointer an edited copy adds")
 a = p.parse_args()
@@ -85,6 +86,8 @@ opts_c = {"num_warps": a.warps}
 if a.maxnreg:
     opts_c["maxnreg"] = a.maxnreg
 k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts_c)
+if a.ttgir:
+    open(a.ttgir, "w").write(k.asm["ttgir"])
 cubin = os.path.join(tempfile.mkdtemp(), "k.cubin")
 open(cubin, "wb").write(k.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
