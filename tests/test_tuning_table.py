@@ -104,7 +104,8 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
                          device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
         # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
-        # tiles) + the best 4 with the scale pass + the best 4 with 3 prefetch distances
+        # tiles) + the best config of each of the 4 tiles (2 tiles, each with and without the opaque stage's
+        # register cap) with the scale pass + the best 4 with 3 prefetch distances
         assert len(timed) == 2 + 4 + 4 + 4 + 4 + 12
         assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
         assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
@@ -157,13 +158,47 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
         return 100.0 - len(seen) if len(seen) <= 4 else 200.0
     try:
         (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
-        # the sweep's tile, N-first, groups of 2, the region of 2, then the best 4 with the scale pass (one
-        # tile a program: the region's config then is the sweep's, timed once), then the best 4 with 3 prefetch
-        # distances (slower here)
-        assert len(seen) == 4 + 3 + 12
+        # the sweep's tile, N-first, groups of 2, the region of 2, then the best config of the one tile with
+        # the scale pass (one tile a program), then the best 4 with 3 prefetch distances (slower here)
+        assert len(seen) == 4 + 1 + 12
         assert w["region_m"] == 2 and not w["scale_pass"] and (w["block_m"], w["block_n"]) == (64, 64)
         (stored,) = json.loads(table.read_text())["entries"]
         assert stored["region_m"] == 2
+    finally:
+        tune._table.cache_clear()
+        tune.lookup.cache_clear()
+
+
+def test_tuner_scale_pass_stage_retimes_every_good_tile(tmp_path, monkeypatch):
+    """The scale pass reorders the tiles (smaller tiles write more partial scale sectors, so gain most): the
+    pass stage retimes the best configuration of each good tile, not the best few configurations, which can
+    all be one tile. Here a fake timer makes 32x128 fastest without the pass, in all of its settings, and
+    32x64 fastest with it: 32x64 must be retimed with the pass and win."""
+    import pytest
+    if torch.cuda.is_available():
+        pytest.skip("runs the stages in the interpreter")
+    mod = find("mxfp8_nvte_e5m2", with_gemm_swizzled_scales=False)
+    assert mod.SCALE_PASS
+    monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 128, 2, None, False)])
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": []}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    tune._table.cache_clear()
+    launched = []
+    quantize = mod.quantize
+    monkeypatch.setattr(mod, "quantize", lambda *a, **cfg: launched.append(cfg) or quantize(*a, **cfg))
+
+    def timer(fn):
+        fn()
+        cfg = launched[-1]
+        if cfg["block_n"] == 128:
+            return 10.0
+        return 1.0 if cfg["scale_pass"] else 50.0
+    try:
+        (w,) = tune.tune([("mxfp8_nvte_e5m2", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                         device="cpu", timer=timer)
+        assert (w["block_m"], w["block_n"], w["num_warps"]) == (32, 64, 1) and w["scale_pass"]
     finally:
         tune._table.cache_clear()
         tune.lookup.cache_clear()
