@@ -9,6 +9,16 @@ from quantlay import tune
 from quantlay.generated import find
 
 
+def _empty_table(tmp_path, monkeypatch):
+    """An empty tuning table in place of the committed one, for a tuner run on the CPU as 'GPU X'."""
+    table = tmp_path / "tuning.json"
+    table.write_text(json.dumps({"entries": []}))
+    monkeypatch.setattr(tune, "TABLE", table)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    tune._table.cache_clear()
+    return table
+
+
 def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     def row(shape, bm):
         return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
@@ -87,11 +97,7 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         pytest.skip("runs the stages in the interpreter")
     mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
     monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True), (64, 64, 1, None, False)])
-    table = tmp_path / "tuning.json"
-    table.write_text(json.dumps({"entries": []}))
-    monkeypatch.setattr(tune, "TABLE", table)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
-    tune._table.cache_clear()
+    table = _empty_table(tmp_path, monkeypatch)
     ticks = itertools.count()
     timed = []
 
@@ -146,11 +152,7 @@ def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
     mod = find("mxfp4_cast_transpose_hw", **off)
     assert mod.REGION_BLOCK_ROWS and not find("mxfp4_cast_transpose_hw", **dict(off, with_gemm_swizzled_scales=True)).REGION_BLOCK_ROWS
     monkeypatch.setattr(mod, "CONFIGS", [(64, 64, 2, None, False)])
-    table = tmp_path / "tuning.json"
-    table.write_text(json.dumps({"entries": []}))
-    monkeypatch.setattr(tune, "TABLE", table)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
-    tune._table.cache_clear()
+    table = _empty_table(tmp_path, monkeypatch)
     seen = []
 
     def timer(fn):
@@ -180,11 +182,7 @@ def test_tuner_scale_pass_stage_retimes_every_good_tile(tmp_path, monkeypatch):
     mod = find("mxfp8_nvte_e5m2", with_gemm_swizzled_scales=False)
     assert mod.SCALE_PASS
     monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 128, 2, None, False)])
-    table = tmp_path / "tuning.json"
-    table.write_text(json.dumps({"entries": []}))
-    monkeypatch.setattr(tune, "TABLE", table)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
-    tune._table.cache_clear()
+    _empty_table(tmp_path, monkeypatch)
     launched = []
     quantize = mod.quantize
     monkeypatch.setattr(mod, "quantize", lambda *a, **cfg: launched.append(cfg) or quantize(*a, **cfg))
@@ -212,10 +210,7 @@ def test_gemm_tuner_checks_each_candidate_and_stores_the_fastest(tmp_path, monke
     from quantlay.generated import find
     if torch.cuda.is_available():
         pytest.skip("runs the sweep in the interpreter")
-    table = tmp_path / "tuning.json"
-    table.write_text(json.dumps({"entries": []}))
-    monkeypatch.setattr(tune, "TABLE", table)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
+    table = _empty_table(tmp_path, monkeypatch)
     for name in ("fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"):
         monkeypatch.setattr(find(name), "CONFIGS", [(32, 64, 4, 3, 8), (64, 32, 4, 3, 8)])
     tune._table.cache_clear()
