@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402
 from quantlay import inputs  # noqa: E402
 from quantlay.bench import bytes_moved, copy_gbps, fastest_in_turn, pct_of_copy, same_bytes  # noqa: E402
+from quantlay.runtime import LAUNCH_DEFAULTS  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("kernels")
@@ -30,8 +31,7 @@ a = p.parse_args()
 if a.setting == "config":
     labels = a.values.split(";")
     # a line's settings left out take their defaults, not the table's (launch_config drops them for old copies)
-    unset = {"region_m": 1, "scale_pass": False, "l2_prefetch": 0}
-    values = [{} if v == "tuned" else {**unset, **named.launch_config(v)} for v in labels]
+    values = [{} if v == "tuned" else {**LAUNCH_DEFAULTS, **named.launch_config(v)} for v in labels]
 else:
     labels = a.values.split(",")
     values = [{a.setting: int(v)} for v in labels]
