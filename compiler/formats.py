@@ -68,13 +68,14 @@ class Minifloat:
 
     @property
     def bf16x2_rules(self) -> bool:
-        """Whether the bf16x2 PTX encoder (4-bit codes, two byte-pairs per register) implements these
-        rules: ties to even (the bf16 add's own rounding) or away from zero (the same add after setting the
-        lowest bit of |q|'s bf16 pattern: an exact tie has it clear and moves just above the tie, and no
-        other value crosses a rounding boundary), a sign for every q < 0 (negative_only) and NaN written as
-        code 0 (a NaN block's constants zero every code of the block)."""
-        return (self.bits == 4 and self.ties in ("even", "away") and self.zero_sign == "negative_only"
-                and self.nan == 0)
+        """Whether the bf16x2 PTX encoder under a power-of-two multiplier implements these rules: ties to
+        even (the bf16 add's own rounding) or away from zero (the same add after setting the lowest bit of
+        |q|'s bf16 pattern: an exact tie has it clear and moves just above the tie, and no other value
+        crosses a rounding boundary), and NaN written as code 0 (a NaN block's codes are zeroed). The sign:
+        4-bit codes (two to a byte) mark every q < 0 (negative_only, by a threshold compare); 6-bit codes
+        (one to a byte, packed after) take x's sign bit (sign_bit: q's, under a positive multiplier)."""
+        signs = {4: "negative_only", 6: "sign_bit"}
+        return self.ties in ("even", "away") and self.zero_sign == signs.get(self.bits) and self.nan == 0
 
     @property
     def bf16x2_fp32_rules(self) -> bool:

@@ -124,10 +124,16 @@ def transposed_tile(d: DirectionIR, data: OutputIR) -> bool:
     return d.block_axis == ROWS and data.pack_axis is not None
 
 
-def nan_by_block(el, sc) -> bool:
+def nan_blocks(sc) -> bool:
     """A NaN element makes its block's E8M0 byte 255 (multiplier NaN: every code of the block is NaN's)
-    and no other element can become NaN, so packed codes test NaN once per block, not per element."""
-    return el.bits == 4 and sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255
+    and no other element can become NaN, so codes may test NaN once per block, not per element."""
+    return sc.name == "e8m0" and sc.nan_in_amax == "propagate" and sc.nan_amax == 255
+
+
+def nan_by_block(el, sc) -> bool:
+    """Whether the fp32 encoder leaves NaN to its caller: packed 4-bit codes set a NaN block's after
+    packing (see nan_blocks)."""
+    return el.bits == 4 and nan_blocks(sc)
 
 
 def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: bool = False) -> Dict[str, object]:
@@ -140,7 +146,7 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     # positive one otherwise (with a tensor scale above 2^-122, which the kernel checks), so its NaN codes
     # are set per block.
     pairs = dtype == "bf16" and not d.block2d
-    pow2_form = pairs and el.bf16x2_rules and by_block
+    pow2_form = pairs and el.bf16x2_rules and nan_blocks(sc)
     f32_form = pairs and el.bf16x2_fp32_rules and sc.name == "f32" and sc.store == "e4m3"
     store_format = _store_format(sc)
     for key in ("ties", "zero_sign", "nan"):

@@ -31,7 +31,7 @@ OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 BACKENDS = ("triton",)
-OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
@@ -133,6 +133,75 @@ def _encode_rowwise(q):
     return tl.where(q != q, 0, code)
 
 
+# rowwise: four 6-bit codes (one a byte) per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four codes; $1 $2: the elements (bf16x2); $3 $4: the multiplier, element for element. Per register:
+# the power-of-two form's steps, then x's sign bit onto the code's (bit 9), the codes shifted to
+# bit 0 of each half (the bits below bit 4 are clear), and bytes 0 and 2 of each kept. A NaN block's codes
+# (its multiplier is NaN) are masked to 0, the NaN code, by the multiplier compared with itself.
+_BF16X2_ROWWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40F040F0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x41804180;
+mov.b32 kmagb, 0x41804180;
+mov.b32 kcode, 0x00800080;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $3;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $1, 6;
+lop3.b32 c, c, z, 0x02000200, 0xF8;
+shr.u32 w0, c, 4;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $4;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $2, 6;
+lop3.b32 c, c, z, 0x02000200, 0xF8;
+shr.u32 w1, c, 4;
+set.eq.u32.bf16x2 k0, $3, $3;
+set.eq.u32.bf16x2 k1, $4, $4;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> its bf16 pattern, the encoder's per-block constant (exact: E8M0
+    multipliers are bf16 values; NaN in a NaN block)."""
+    return (mult.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+
+
+@triton.jit
+def _bf16x2_rowwise(x, kw):
+    """rowwise: bf16 elements (bit patterns, int16; kw: the block's _bf16x2_word) -> 6-bit codes (uint8).
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16 (8
+    significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M
+    rounds to the format's step (M = 2^4 * max(2^floor(log2 a), smallest normal), the bf16 add's own
+    ties-to-even), and (a + M - M) * 2^-126 (the format's smallest normal onto bf16's) holds the magnitude
+    code in its exponent and top mantissa bits, at bit 4. The sign is x's sign bit: q's, the multiplier
+    being positive (an fp32 product that underflows keeps it too). A NaN block's codes are 0.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 4, [x, kw.to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
 @triton.jit
 def _scale_colwise(ab):
     """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
@@ -182,6 +251,75 @@ def _encode_colwise(q):
     mag = steps + ((mb - 0x49800000) >> 20)
     code = mag | ((u >> 26) & 32)
     return tl.where(q != q, 0, code)
+
+
+# colwise: four 6-bit codes (one a byte) per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four codes; $1 $2: the elements (bf16x2); $3 $4: the multiplier, element for element. Per register:
+# the power-of-two form's steps, then x's sign bit onto the code's (bit 9), the codes shifted to
+# bit 0 of each half (the bits below bit 4 are clear), and bytes 0 and 2 of each kept. A NaN block's codes
+# (its multiplier is NaN) are masked to 0, the NaN code, by the multiplier compared with itself.
+_BF16X2_COLWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40F040F0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x41804180;
+mov.b32 kmagb, 0x41804180;
+mov.b32 kcode, 0x00800080;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $3;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $1, 6;
+lop3.b32 c, c, z, 0x02000200, 0xF8;
+shr.u32 w0, c, 4;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $4;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $2, 6;
+lop3.b32 c, c, z, 0x02000200, 0xF8;
+shr.u32 w1, c, 4;
+set.eq.u32.bf16x2 k0, $3, $3;
+set.eq.u32.bf16x2 k1, $4, $4;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_colwise(mult):
+    """colwise: a block's fp32 multiplier -> its bf16 pattern, the encoder's per-block constant (exact: E8M0
+    multipliers are bf16 values; NaN in a NaN block)."""
+    return (mult.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+
+
+@triton.jit
+def _bf16x2_colwise(x, kw):
+    """colwise: bf16 elements (bit patterns, int16; kw: the block's _bf16x2_word) -> 6-bit codes (uint8).
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16 (8
+    significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M
+    rounds to the format's step (M = 2^4 * max(2^floor(log2 a), smallest normal), the bf16 add's own
+    ties-to-even), and (a + M - M) * 2^-126 (the format's smallest normal onto bf16's) holds the magnitude
+    code in its exponent and top mantissa bits, at bit 4. The sign is x's sign bit: q's, the multiplier
+    being positive (an fp32 product that underflows keeps it too). A NaN block's codes are 0.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 4, [x, kw.to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
 
 
 @triton.jit
@@ -357,14 +495,22 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             # with no shared memory or barrier.
             if INPLACE_ROWS:
                 mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+                if HW_CVT:
+                    kw = _bf16x2_word_rowwise(mult)
             else:
                 blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
                 amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
                 mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+                if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                    kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+                else:
+                    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
                 e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-            q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
-            packed = tl.reshape(_encode_rowwise(q), [BLOCK_M, BLOCK_N])  # one code per byte
+            if HW_CVT:  # compiled: bf16x2 PTX on the bf16 tile (a NaN block's codes zeroed by its multiplier)
+                packed = tl.reshape(_bf16x2_rowwise(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32]), kw[:, :, None]), [BLOCK_M, BLOCK_N]).to(tl.int32)
+            else:
+                q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
+                packed = tl.reshape(_encode_rowwise(q), [BLOCK_M, BLOCK_N])  # one code per byte
             # four codes to a group: 4g + 2a + b; the first code of each group in the word's lowest bits
             c_a0, c_a1 = tl.split(tl.reshape(packed, [BLOCK_M, BLOCK_N // 4, 2, 2]))
             c0, c2 = tl.split(c_a0)
@@ -468,14 +614,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
             # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_N, BLOCK_M]
-            xs = xi
-            if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-                xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-            xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
+            xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
             # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
             # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
             # bits are that pattern << 16. The fp32 tile is only for the multiply.
-            ab2 = _abs_pairs(xs)
+            ab2 = _abs_pairs(xi)
             m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
             amax = _lanes_apart(m) << 16
             amax = tl.trans(amax)  # the transposed tile's blocks
@@ -487,10 +630,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
             amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
             mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_N, BLOCK_M // 32])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
             e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-            q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32]) * mult[:, :, None]
-            packed = tl.reshape(_encode_colwise(q), [BLOCK_N, BLOCK_M])  # one code per byte
+            if HW_CVT:  # compiled: bf16x2 PTX on the bf16 tile (a NaN block's codes zeroed by its multiplier)
+                packed = tl.reshape(_bf16x2_colwise(tl.reshape(xt, [BLOCK_N, BLOCK_M // 32, 32]), kw[:, :, None]), [BLOCK_N, BLOCK_M]).to(tl.int32)
+            else:
+                q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32]) * mult[:, :, None]
+                packed = tl.reshape(_encode_colwise(q), [BLOCK_N, BLOCK_M])  # one code per byte
             # four codes to a group: 4g + 2a + b; the first code of each group in the word's lowest bits
             c_a0, c_a1 = tl.split(tl.reshape(packed, [BLOCK_N, BLOCK_M // 4, 2, 2]))
             c0, c2 = tl.split(c_a0)
@@ -619,14 +768,22 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # with no shared memory or barrier.
         if INPLACE_ROWS:
             mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+            if HW_CVT:
+                kw = _bf16x2_word_rowwise(mult)
         else:
             blk = tl.arange(0, BLOCK_M * BLOCK_N // 32)
             amax = tl.gather(tl.reshape(amax, [BLOCK_M * BLOCK_N // 32]), blk, 0)
             mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M, BLOCK_N // 32])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M, BLOCK_N // 32])
             e_rowwise = tl.reshape(e_rowwise, [BLOCK_M, BLOCK_N // 32])
-        q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
-        packed = tl.reshape(_encode_rowwise(q), [BLOCK_M, BLOCK_N])  # one code per byte
+        if HW_CVT:  # compiled: bf16x2 PTX on the bf16 tile (a NaN block's codes zeroed by its multiplier)
+            packed = tl.reshape(_bf16x2_rowwise(tl.reshape(xt, [BLOCK_M, BLOCK_N // 32, 32]), kw[:, :, None]), [BLOCK_M, BLOCK_N]).to(tl.int32)
+        else:
+            q = tl.reshape(x, [BLOCK_M, BLOCK_N // 32, 32]) * mult[:, :, None]
+            packed = tl.reshape(_encode_rowwise(q), [BLOCK_M, BLOCK_N])  # one code per byte
         # four codes to a group: 4g + 2a + b; the first code of each group in the word's lowest bits
         c_a0, c_a1 = tl.split(tl.reshape(packed, [BLOCK_M, BLOCK_N // 4, 2, 2]))
         c0, c2 = tl.split(c_a0)
@@ -730,14 +887,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
         # ---- colwise: blocks 32x1, one E8M0 scale per 32 elements; tile [BLOCK_N, BLOCK_M]
-        xs = xi
-        if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-            xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-        xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
+        xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
         # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
         # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
         # bits are that pattern << 16. The fp32 tile is only for the multiply.
-        ab2 = _abs_pairs(xs)
+        ab2 = _abs_pairs(xi)
         m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 2]), 1, HW_CVT)
         amax = _lanes_apart(m) << 16
         amax = tl.trans(amax)  # the transposed tile's blocks
@@ -749,10 +903,16 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         blk = tl.arange(0, BLOCK_N * BLOCK_M // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_N * BLOCK_M // 32]), blk, 0)
         mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
+        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+            kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_N, BLOCK_M // 32])
+        else:
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N, BLOCK_M // 32])
         e_colwise = tl.reshape(e_colwise, [BLOCK_N, BLOCK_M // 32])
-        q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32]) * mult[:, :, None]
-        packed = tl.reshape(_encode_colwise(q), [BLOCK_N, BLOCK_M])  # one code per byte
+        if HW_CVT:  # compiled: bf16x2 PTX on the bf16 tile (a NaN block's codes zeroed by its multiplier)
+            packed = tl.reshape(_bf16x2_colwise(tl.reshape(xt, [BLOCK_N, BLOCK_M // 32, 32]), kw[:, :, None]), [BLOCK_N, BLOCK_M]).to(tl.int32)
+        else:
+            q = tl.reshape(x, [BLOCK_N, BLOCK_M // 32, 32]) * mult[:, :, None]
+            packed = tl.reshape(_encode_colwise(q), [BLOCK_N, BLOCK_M])  # one code per byte
         # four codes to a group: 4g + 2a + b; the first code of each group in the word's lowest bits
         c_a0, c_a1 = tl.split(tl.reshape(packed, [BLOCK_N, BLOCK_M // 4, 2, 2]))
         c0, c2 = tl.split(c_a0)

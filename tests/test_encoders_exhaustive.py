@@ -224,6 +224,80 @@ def test_bf16x2_asm_matches_reference_everywhere(name, direction):
                            for i in bad.nonzero().flatten()[:5].tolist()]
 
 
+# ---- the bf16x2 PTX encoder of the MXFP6 kernels: one 6-bit code a byte, x's sign bit (compiled only) ----
+SIX_CASES = [("mxfp6_e2m3", "rowwise"), ("mxfp6_e2m3", "colwise"), ("mxfp6_e3m2", "rowwise"), ("mxfp6_e3m2", "colwise")]
+
+
+def _six_inputs(e_values):
+    """Every bf16 pattern but NaN, both signs and zeros included, under each E8M0 byte: (x, e) int64."""
+    lo, hi, e = _pair_inputs(e_values)
+    return torch.cat([lo, hi]), torch.cat([e, e])
+
+
+def _six_reference(name, direction, x, mult):
+    el = shipped_kernels()[name].variants()[0].direction(direction).element
+    want = el.encode_reference((x.to(torch.int32) << 16).view(torch.float32) * mult).to(torch.int64)
+    return torch.where(torch.isnan(mult), el.nan, want)  # a NaN block: the NaN code
+
+
+def _six_mismatches(name, direction, asm=None, e_values=CPU_E):
+    """The module's 6-bit encoder asm (or the given text) in tests/ptx_model.py on every bf16 pattern under
+    each E8M0 byte of e_values (the kernel's own multipliers and words), against the reference: bad codes."""
+    import ptx_model
+    mod = find(name)
+    x, e = _six_inputs(e_values)
+    mult = _mult(mod, direction, e.to(DEVICE))
+    me, _ = (t.cpu() for t in _consts(mod, direction, mult))
+    g = lambda t: t.reshape(-1, 4)  # noqa: E731
+    out = ptx_model.run(asm or getattr(mod, f"_BF16X2_{direction.upper()}").value,
+                        [None, *ptx_model.pack_bf16(g(x)), *ptx_model.pack_bf16(g(me))])
+    return int((_bytes(out) != _six_reference(name, direction, x, mult.cpu())).sum())
+
+
+@pytest.mark.parametrize("name,direction", SIX_CASES)
+def test_bf16x2_six_bit_asm_matches_reference_in_the_ptx_model(name, direction):
+    """The MXFP6 encoders' PTX text in the PTX model: every bf16 pattern under the multipliers where the
+    regime changes (no product underflows, bf16 subnormal products, the subnormal multiplier, a NaN block)."""
+    assert _six_mismatches(name, direction) == 0
+
+
+def test_bf16x2_six_bit_asm_test_catches_planted_bugs():
+    """The check above fails on a sign bit moved one place, codes not shifted to bit 0, the wrong bytes
+    kept, a magic M not floored at the smallest normal binade and a NaN block left unmasked."""
+    asm = find("mxfp6_e3m2")._BF16X2_ROWWISE.value
+    e = [120, 127, 200, 255]
+    assert _six_mismatches("mxfp6_e3m2", "rowwise", e_values=e) == 0
+    for old, new in (("shr.u32 z, $1, 5", "shr.u32 z, $1, 6"), ("shr.u32 w0, c, 5", "shr.u32 w0, c, 4"),
+                     ("prmt.b32 w0, w0, w1, 0x6420", "prmt.b32 w0, w0, w1, 0x4620"),
+                     ("fma.rn.relu.bf16x2", "fma.rn.bf16x2"), ("and.b32 $0, w0, k0", "mov.b32 $0, w0")):
+        assert old in asm
+        assert _six_mismatches("mxfp6_e3m2", "rowwise", asm.replace(old, new), e_values=e) > 0
+
+
+@pytest.mark.gpu  # inline PTX runs compiled only
+@pytest.mark.parametrize("name,direction", SIX_CASES)
+def test_bf16x2_six_bit_asm_matches_reference_everywhere(name, direction):
+    """The kernel's own 6-bit _bf16x2 function on the GPU: every bf16 pattern under every E8M0 byte."""
+    mod = find(name)
+    x, e = (t.cuda() for t in _six_inputs(list(range(256))))
+    mult = _mult(mod, direction, e)
+    out = torch.empty(x.shape, dtype=torch.uint8, device="cuda")
+    _run_six[(triton.cdiv(x.numel(), 4096),)](x.to(torch.int16), mult, out, x.numel(),
+                                              CODES=getattr(mod, f"_bf16x2_{direction}"),
+                                              WORD=getattr(mod, f"_bf16x2_word_{direction}"), BLOCK=4096)
+    want = _six_reference(name, direction, x, mult)
+    bad = out.to(torch.int64) != want
+    assert not bad.any(), [(hex(int(x[i])), int(e[i]), int(out[i]), int(want[i])) for i in bad.nonzero().flatten()[:5].tolist()]
+
+
+@triton.jit
+def _run_six(x_ptr, mult_ptr, out_ptr, n, CODES: tl.constexpr, WORD: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    kw = WORD(tl.load(mult_ptr + offs, mask=offs < n, other=1.0))
+    tl.store(out_ptr + offs, CODES(x, kw), mask=offs < n)
+
+
 # ---- the bf16x2 encoder's fp32-multiplier form (NVFP4: E4M3 block scales, compiled kernels only) ----
 F32_CASES = [("nvfp4", "rowwise"), ("nvfp4", "colwise"), ("nvfp4_block_only", "rowwise")]
 TIES = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]  # E2M1's rounding boundaries

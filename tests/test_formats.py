@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from quantlay.formats import E2M1, E8M0
+from quantlay.formats import E2M1, E8M0, element_formats
 
 GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # docs/formats-and-layouts.md §1: magnitudes of codes 0..7
 MIDS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
@@ -101,7 +101,8 @@ def test_worked_block_example():
 
 def test_bf16x2_encoder_only_where_its_rules_hold():
     """The bf16x2 PTX encoder implements these rule sets on bf16 input: E2M1 ties to even or away under a
-    power of two (a sign for every q < 0, NaN as code 0, NaN by block) and, from an fp32 multiplier, E2M1
+    power of two (a sign for every q < 0, NaN as code 0, NaN by block), E2M3 and E3M2 the same with x's sign
+    bit (MXFP6) and, from an fp32 multiplier, E2M1
     ties to even with the sign bit under an E4M3 block scale (NVFP4); every other kernel keeps the fp32
     encoders."""
     from quantlay.lower import lower
@@ -114,7 +115,8 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
     assert flags(kernels["mxfp4_cast_transpose_hw"]) == {"rowwise": True, "colwise": True}
     assert flags(kernels["mxfp4_cast_transpose_te"]) == {"rowwise": True, "colwise": True}  # ties away: the tie lift
     assert flags(kernels["nvfp4"]) == flags(kernels["nvfp4_block_only"]) == {"rowwise": True, "colwise": True}
-    assert not any(v for n, k in kernels.items() if not n.startswith(("mxfp4", "nvfp4")) for v in flags(k).values())
+    assert flags(kernels["mxfp6_e2m3"]) == flags(kernels["mxfp6_e3m2"]) == {"rowwise": True, "colwise": True}
+    assert not any(v for n, k in kernels.items() if not n.startswith(("mxfp4", "nvfp4", "mxfp6")) for v in flags(k).values())
     fp16 = load("""kernel fp4_fp16(x: fp16[M, N]) {
         rowwise blocks 1x32 profile mxfp4_hw {
             store data  as packed(low: even)
@@ -126,6 +128,10 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
     assert E2M1(ties="away", zero_sign="negative_only", nan=0).bf16x2_rules
     for other in (dict(zero_sign="sign_bit"), dict(nan=7), dict(ties="zero")):
         assert not E2M1(**{"ties": "even", "zero_sign": "negative_only", "nan": 0, **other}).bf16x2_rules
+    for six in (element_formats()["e2m3"], element_formats()["e3m2"]):  # 6-bit codes: x's sign bit, NaN as code 0
+        assert six(ties="even", zero_sign="sign_bit", nan=0).bf16x2_rules
+        for other in (dict(zero_sign="negative_only"), dict(nan=0x20), dict(ties="zero")):
+            assert not six(**{"ties": "even", "zero_sign": "sign_bit", "nan": 0, **other}).bf16x2_rules
     assert E2M1(ties="even", zero_sign="sign_bit", nan=4).bf16x2_fp32_rules
     assert not E2M1(ties="away", zero_sign="sign_bit").bf16x2_fp32_rules
     assert not E2M1(ties="even", zero_sign="negative_only").bf16x2_fp32_rules
