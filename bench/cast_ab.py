@@ -3,10 +3,11 @@ seeded inputs, outputs compared bit for bit (a speed change never changes bytes)
 
     mkdir /tmp/base && for f in $(git ls-files 'generated/*.py'); do git show REV:$f > /tmp/base/${f#generated/}; done
     python bench/cast_ab.py /tmp/base [/tmp/base2 ...] [--kernels mxfp4_cast_transpose_te@off,...]
-                            [--shapes 16384x8192,4096x6144] [--backend gluon|triton]
+                            [--shapes 16384x8192,4096x6144] [--backend gluon|triton] [--config LINE]
 
 A kernel is KERNEL[@off] (bench/named.py: every option on, or off). Each call is `quantize(x)` as users make
-it (the launcher's own choice of kernel and configuration) unless --backend is given; each version is timed
+it (the launcher's own choice of kernel and configuration) unless --backend or --config (a bench/named.py
+launch_config line, for every version: an A/B of the code at one configuration) is given; each version is timed
 twice, alternating, and the faster time kept. Prints % of a copy measured in the same process.
 """
 import argparse
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import named  # noqa: E402  (bench/named.py: shipped kernels by name, copies of generated modules)
 from quantlay import inputs  # noqa: E402
 from quantlay.bench import bytes_moved, copy_gbps, fastest_in_turn, pct_of_copy, same_bytes  # noqa: E402
+from quantlay.runtime import LAUNCH_DEFAULTS  # noqa: E402
 
 KERNELS = ("mxfp4_cast_transpose_hw,mxfp4_cast_transpose_hw@off,mxfp4_cast_transpose_te,"
            "mxfp4_cast_transpose_te@off,mxfp8_nvte,mxfp8_nvte@off,fp8_1x128_rocm_te")
@@ -30,9 +32,12 @@ def main() -> None:
     p.add_argument("--kernels", default=KERNELS)
     p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
     p.add_argument("--backend", default=None, choices=("gluon", "triton"))
+    p.add_argument("--config", default=None, help="a launch configuration for every version (bench/named.py)")
     a = p.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
     kw = {"backend": a.backend} if a.backend else {}
+    if a.config:  # the settings a line leaves out take their defaults, not the table's
+        kw.update({**LAUNCH_DEFAULTS, **named.launch_config(a.config)})
     copy = copy_gbps()
     print(f"{torch.cuda.get_device_name()}; copy {copy:.0f} GB/s; versions: tree, "
           + ", ".join(a.baselines), flush=True)
