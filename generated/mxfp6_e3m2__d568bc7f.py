@@ -17,11 +17,14 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
@@ -30,7 +33,13 @@ NAME = "mxfp6_e3m2__d568bc7f"
 OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
-BACKENDS = ("triton",)
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_group,
+# column tiles a program, scale pass); tiles of HOPPER_WARP_ROWS num_warps x 64. The scale pass where a scale layout is
+# plain (measured on the H200: storing them directly ran 41-44% of a copy against 57-70%; where they are
+# swizzled the pass cost 9-16 points)
+HOPPER_CONFIG = (2, 4, 1, True)
+HOPPER_WARP_ROWS = 64  # a colwise thread holds two blocks of 6-bit codes (a 48-byte chunk)
+BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
@@ -1112,6 +1121,470 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
                              PDL=hw, num_warps=4, **pdl)
 
 
+# The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words: a word's two 6-bit
+# codes, a NaN block's zeroed by its multiplier compared with itself (per half), as one 12-bit pair.
+# rowwise: $4..$7 four words of a row block (elements 2k, 2k + 1), $8..$11 their multipliers (both halves the
+# block's); $0..$3: code(2k) | code(2k + 1) << 6.
+_HOPPER_ROW_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, u, v, o0, o1, o2, o3;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x41E041E0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBE80BE80;
+mov.b32 kmag, 0x42004200;
+mov.b32 kmagb, 0x41004100;
+mov.b32 kcode, 0x01800180;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $4, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+set.eq.u32.bf16x2 z, $8, $8;
+and.b32 c, c, z;
+shr.u32 u, c, 5;
+shr.u32 v, c, 15;
+lop3.b32 o0, u, v, 0x3F, 0xEC;
+abs.bf16x2 q, $5;
+mul.rn.bf16x2 a, q, $9;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $5, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+set.eq.u32.bf16x2 z, $9, $9;
+and.b32 c, c, z;
+shr.u32 u, c, 5;
+shr.u32 v, c, 15;
+lop3.b32 o1, u, v, 0x3F, 0xEC;
+abs.bf16x2 q, $6;
+mul.rn.bf16x2 a, q, $10;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $6, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+set.eq.u32.bf16x2 z, $10, $10;
+and.b32 c, c, z;
+shr.u32 u, c, 5;
+shr.u32 v, c, 15;
+lop3.b32 o2, u, v, 0x3F, 0xEC;
+abs.bf16x2 q, $7;
+mul.rn.bf16x2 a, q, $11;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $7, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+set.eq.u32.bf16x2 z, $11, $11;
+and.b32 c, c, z;
+shr.u32 u, c, 5;
+shr.u32 v, c, 15;
+lop3.b32 o3, u, v, 0x3F, 0xEC;
+mov.b32 $0, o0;
+mov.b32 $1, o1;
+mov.b32 $2, o2;
+mov.b32 $3, o3;
+}""")
+# colwise: four row pairs of one word column; $4..$7 the even rows' words, $8..$11 the odd rows', $12..$15 the
+# multipliers (low half: column 2j's block, high half: column 2j + 1's); $0..$3: per row pair, column 2j's
+# code(2p) | code(2p + 1) << 6 in the low half, column 2j + 1's in the high half.
+_HOPPER_COL_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, e, u, v, o0, o1, o2, o3;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x41E041E0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBE80BE80;
+mov.b32 kmag, 0x42004200;
+mov.b32 kmagb, 0x41004100;
+mov.b32 kcode, 0x01800180;
+set.eq.u32.bf16x2 e, $12, $12;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $12;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $4, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 u, c, 5;
+abs.bf16x2 q, $8;
+mul.rn.bf16x2 a, q, $12;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $8, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 v, c, 5;
+mad.lo.u32 o0, v, 64, u;
+set.eq.u32.bf16x2 e, $13, $13;
+abs.bf16x2 q, $5;
+mul.rn.bf16x2 a, q, $13;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $5, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 u, c, 5;
+abs.bf16x2 q, $9;
+mul.rn.bf16x2 a, q, $13;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $9, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 v, c, 5;
+mad.lo.u32 o1, v, 64, u;
+set.eq.u32.bf16x2 e, $14, $14;
+abs.bf16x2 q, $6;
+mul.rn.bf16x2 a, q, $14;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $6, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 u, c, 5;
+abs.bf16x2 q, $10;
+mul.rn.bf16x2 a, q, $14;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $10, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 v, c, 5;
+mad.lo.u32 o2, v, 64, u;
+set.eq.u32.bf16x2 e, $15, $15;
+abs.bf16x2 q, $7;
+mul.rn.bf16x2 a, q, $15;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $7, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 u, c, 5;
+abs.bf16x2 q, $11;
+mul.rn.bf16x2 a, q, $15;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+shr.u32 z, $11, 5;
+lop3.b32 c, c, z, 0x04000400, 0xF8;
+and.b32 c, c, e;
+shr.u32 v, c, 5;
+mad.lo.u32 o3, v, 64, u;
+mov.b32 $0, o0;
+mov.b32 $1, o1;
+mov.b32 $2, o2;
+mov.b32 $3, o3;
+}""")
+
+
+@gluon.jit
+def _hopper_chunks6(t, A: gl.constexpr, B: gl.constexpr):
+    """12-bit code pairs t [A, B, 32] (a thread's 64 codes along the last axis, first code lowest) -> their
+    48 bytes as three [A, B, 4] int32 vectors, little-endian (group g of four codes at bit 24 g)."""
+    lo, hi = gl.split(gl.reshape(t, [A, B, 16, 2]))
+    w0 = gl.reshape(lo | (hi << 12), [A, B, 2, 2, 2, 2])  # group g = 8a + 4b + 2c + d, the last axis first
+    w0, w1 = gl.split(w0)
+    w0, w2 = gl.split(w0)
+    w1, w3 = gl.split(w1)
+    w0, w4 = gl.split(w0)
+    w1, w5 = gl.split(w1)
+    w2, w6 = gl.split(w2)
+    w3, w7 = gl.split(w3)
+    w0, w8 = gl.split(w0)
+    w1, w9 = gl.split(w1)
+    w2, w10 = gl.split(w2)
+    w3, w11 = gl.split(w3)
+    w4, w12 = gl.split(w4)
+    w5, w13 = gl.split(w5)
+    w6, w14 = gl.split(w6)
+    w7, w15 = gl.split(w7)
+    d0 = w0 | (w1 << 24)
+    d1 = (w1 >> 8) | (w2 << 16)
+    d2 = (w2 >> 16) | (w3 << 8)
+    d3 = w4 | (w5 << 24)
+    d4 = (w5 >> 8) | (w6 << 16)
+    d5 = (w6 >> 16) | (w7 << 8)
+    d6 = w8 | (w9 << 24)
+    d7 = (w9 >> 8) | (w10 << 16)
+    d8 = (w10 >> 16) | (w11 << 8)
+    d9 = w12 | (w13 << 24)
+    d10 = (w13 >> 8) | (w14 << 16)
+    d11 = (w14 >> 16) | (w15 << 8)
+    return (gl.reshape(gl.join(gl.join(d0, d2), gl.join(d1, d3)), [A, B, 4]),
+            gl.reshape(gl.join(gl.join(d4, d6), gl.join(d5, d7)), [A, B, 4]),
+            gl.reshape(gl.join(gl.join(d8, d10), gl.join(d9, d11)), [A, B, 4]))
+
+
+@triton.jit
+def _max_s16x2(a, b):
+    """Two 16-bit signed maxima per instruction (PTX max.s16x2, sm_90)."""
+    return tl.inline_asm_elementwise("max.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
+    """Two blocks' _bf16x2_word constants -> the Hopper encoders' operands for words whose low half is in
+    the first block and high half in the second: (multipliers, sign thresholds, keep masks)."""
+    k = (kw_lo & 0xFFFF) | (kw_hi << 16)
+    thr = ((kw_lo >> 16) & 0xFFFF) | (kw_hi & -65536)
+    keep = tl.where(mult_lo == mult_lo, 0xFFFF, 0) | tl.where(mult_hi == mult_hi, -65536, 0)
+    return k, thr, keep
+
+
+@gluon.jit
+def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N,
+                 BM: gl.constexpr, BNW: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """The tile's rows of parity par (sm: their [BM / 2, BNW] words): rowwise codes and scales."""
+    PM: gl.constexpr = BM // 2
+    R: gl.constexpr = gl.BlockedLayout([1, BNW], [32, 1], [W, 1], [1, 0])  # a row's two blocks a thread
+    x = gl.reshape(sm.load(R), [PM, BNW // 16, 16])
+    # |x|'s maximum with no abs per word: the unsigned maximum holds the largest negative magnitude (if
+    # any), the signed one the largest positive magnitude (if any)
+    m = _max_u16x2(gl.reduce(x, 2, _max_u16x2) & 0x7FFF7FFF, gl.reduce(x, 2, _max_s16x2) & 0x7FFF7FFF)
+    mult, e = _scale_rowwise(_lanes_max(m) << 16)
+    kw = _bf16x2_word_rowwise(mult)
+    k, thr, keep = _hopper_pair(kw, mult, kw, mult)
+    b = gl.inline_asm_elementwise(_HOPPER_ROW_ASM, "=r,=r,=r,=r" + ",r" * 8, [x, gl.expand_dims(k, 2)], dtype=gl.int32,
+                                  is_pure=True, pack=4)
+    # a thread's 48 code bytes (three 16-byte vectors): row ti, bytes 48 pid_n + 16 v .. + 15 of rowwise_data
+    chunks = _hopper_chunks6(gl.reshape(b, [PM, 1, BNW]), PM, 1)
+    L3: gl.constexpr = chunks[0].type.layout
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    kk = gl.expand_dims(gl.expand_dims(gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3))), 0), 1)
+    ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
+    for v in gl.static_range(3):
+        tj = pid_n * 48 + 16 * v
+        r = ti
+        c = tj
+        gl.store((rowwise_data_ptr + ((r * s0) + c)).to(gl.pointer_type(gl.int32)) + kk, chunks[v])
+    LS: gl.constexpr = e.type.layout
+    rr = gl.expand_dims(par + 2 * gl.arange(0, PM, layout=gl.SliceLayout(1, LS)), 1)  # rows in the tile
+    cb = gl.expand_dims(gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, LS)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale (kept in L2 for it)
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BNW // 16)) + rr * (BNW // 16) + cb, e.to(gl.uint8),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m * BM + rr
+        tj = pid_n * (BNW // 16) + cb
+        r = ti
+        c = tj
+        gl.store(rowwise_scale_ptr + ((r * s1) + c), e.to(gl.uint8))
+
+
+@gluon.jit
+def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N,
+                 BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """Every output of one BM x BN tile, from its even (se) and odd (so) rows' words in shared memory."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    _hopper_rows(se, pid_m, 0, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, BM, BNW, W, SCALE_PASS)
+    _hopper_rows(so, pid_m, 1, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, BM, BNW, W, SCALE_PASS)
+    # colwise: a thread holds 32 row pairs (two blocks of 32 rows) of one word column (columns 2j, 2j + 1)
+    C: gl.constexpr = gl.BlockedLayout([32, 1], [1, 32], [W, 1], [0, 1])
+    lo = gl.reshape(se.load(C), [PM // 16, 16, BNW])
+    hi = gl.reshape(so.load(C), [PM // 16, 16, BNW])
+    m = _max_u16x2(gl.reduce(_max_u16x2(lo, hi), 1, _max_u16x2) & 0x7FFF7FFF,
+                   gl.reduce(_max_s16x2(lo, hi), 1, _max_s16x2) & 0x7FFF7FFF)
+    mult0, e0 = _scale_colwise((m & 0xFFFF) << 16)  # column 2j
+    mult1, e1 = _scale_colwise(m & -65536)  # column 2j + 1
+    k, thr, keep = _hopper_pair(_bf16x2_word_colwise(mult0), mult0, _bf16x2_word_colwise(mult1), mult1)
+    t = gl.inline_asm_elementwise(_HOPPER_COL_ASM, "=r,=r,=r,=r" + ",r" * 12, [lo, hi, gl.expand_dims(k, 1)],
+                                  dtype=gl.int32, is_pure=True, pack=4)
+    # a thread's 64 codes of each column: its two blocks' row pairs in order along the last axis
+    t = gl.reshape(gl.permute(gl.reshape(t, [PM // 32, 2, 16, BNW]), (0, 3, 1, 2)), [PM // 32, BNW, 32])
+    # 48 code bytes a column (three 16-byte vectors): colwise_data row ti (column 2j, or 2j + 1), bytes
+    # 48 q + 16 v .. + 15 for the tile's chunk q of 64 rows
+    c0 = _hopper_chunks6(t & 0xFFF, PM // 32, BNW)  # column 2j
+    c1 = _hopper_chunks6(t >> 16, PM // 32, BNW)  # column 2j + 1
+    L3: gl.constexpr = c0[0].type.layout
+    q = gl.arange(0, PM // 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    kk = gl.expand_dims(gl.expand_dims(gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3))), 0), 1)
+    for v in gl.static_range(3):
+        tj = gl.expand_dims(gl.expand_dims((pid_m * (PM // 32) + q) * 48 + 16 * v, 1), 2)
+        ti = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j + 0, 0), 2)
+        r = ti
+        c = tj
+        gl.store((colwise_data_ptr + ((r * s2) + c)).to(gl.pointer_type(gl.int32)) + kk, c0[v])
+        ti = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j + 1, 0), 2)
+        r = ti
+        c = tj
+        gl.store((colwise_data_ptr + ((r * s2) + c)).to(gl.pointer_type(gl.int32)) + kk, c1[v])
+    LS: gl.constexpr = e0.type.layout
+    blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
+    nn = gl.expand_dims(2 * gl.arange(0, BNW, layout=gl.SliceLayout(0, LS)), 0)  # columns in the tile
+    if SCALE_PASS:  # the tile's values whole, tile-major (column-major in the tile), for _scale_block_colwise_scale
+        st = colwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BN * (PM // 16)) + nn * (PM // 16) + blk
+        gl.store(st, e0.to(gl.uint8), eviction_policy="evict_last")
+        gl.store(st + PM // 16, e1.to(gl.uint8), eviction_policy="evict_last")
+    else:
+        tj = pid_m * (PM // 16) + blk
+        ti = pid_n * BN + nn
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * s3) + c), e0.to(gl.uint8))
+        ti = pid_n * BN + nn + 1
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * s3) + c), e1.to(gl.uint8))
+
+
+@gluon.jit
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, GRID_N,
+                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
+                   GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
+                   SCALE_PASS: gl.constexpr, SL: gl.constexpr):
+    """TILES column tiles of BM x BN a program (BM = HOPPER_WARP_ROWS W, BN = 64: a colwise lane per word column), the next
+    tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
+    GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
+    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel); SL: the
+    tile's shared layout (_hopper_smem)."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    # launched as a programmatic dependent: the next grid may launch now; x is read once the previous grid
+    # has completed
+    _hopper_grid_dependency(False)
+    _hopper_grid_dependency(True)
+    LA: gl.constexpr = gl.BlockedLayout([1, 4], [32 // (BNW // 4), BNW // 4], [W, 1], [1, 0])
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, LA))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, LA))
+    ptrs = x_ptr + gl.expand_dims((pid_m * BM + 2 * p) * stride_w, 1) + gl.expand_dims(pid_t * (TILES * BNW) + j, 0)
+    xe = gl.load(ptrs)
+    xo = gl.load(ptrs + stride_w)
+    se = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    so = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    for t in gl.static_range(TILES):
+        se.index(t % 2).store(xe)
+        so.index(t % 2).store(xo)
+        gl.thread_barrier()
+        if t + 1 < TILES:
+            xe = gl.load(ptrs + (t + 1) * BNW)
+            xo = gl.load(ptrs + (t + 1) * BNW + stride_w)
+        _hopper_tile(se.index(t % 2), so.index(t % 2), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
+                     M, N, s0, s1, s2, s3, GRID_N, BM, BN, W, SCALE_PASS)
+
+
+def _hopper_reason(x2, bufs, M, N, rows, cols, warps, tiles):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
+    on), on whole tiles of HOPPER_WARP_ROWS num_warps x 64 with no padding cell, reading bf16 pairs as words, storing the
+    codes as 16-byte vectors."""
+    if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
+        return "it runs compiled on sm_90 GPUs (H100, H200) only"
+    if M == 0 or N == 0:
+        return "x is empty"
+    if any(bufs[k].data_ptr() % 16 for k in ("rowwise_data", "colwise_data", )):
+        return "a data output is not 16-byte aligned (the codes leave as 16-byte vectors)"
+    bm, bn = HOPPER_WARP_ROWS * warps, 64 * tiles
+    if rows != M or cols != N or M % bm or N % bn:
+        return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
+                f"pad to [{rows}, {cols}])")
+    if x2.stride(1) != 1 or x2.stride(0) % 2 or x2.data_ptr() % 4:
+        return "x's rows are not 4-byte aligned (the kernel reads bf16 pairs as int32 words)"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_smem(warps):
+    """The tile's shared layout: 16-byte units swizzled across the banks."""
+    return gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
+
+
+def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M =
+    HOPPER_WARP_ROWS num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
+    bm = HOPPER_WARP_ROWS * warps
+    grid_m, grid_n = M // bm, N // 64
+    idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
+    scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, False, group)
+    _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
+                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
+                         num_warps=warps, launch_pdl=True)
+    if staged:
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
+
+
 def _sizes(M, N):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = ((N // 4) * 3)
@@ -1158,7 +1631,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     it takes precedence over region_m) and l2_prefetch (each
     program warms L2 for the program that many places later; 0: none) override the tuned configuration;
     they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
+    whole tiles unless launch settings are given; elsewhere
+    the Triton kernel); "triton" or "gluon" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
@@ -1169,6 +1644,15 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     rows, cols = _extent(M, N)
+    settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
+                scale_pass, l2_prefetch)
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
+        why = _hopper_reason(x2, bufs, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
+        if why is None:
+            _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
+            return tag(x, [bufs[k] for k in LAYOUTS])
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,
