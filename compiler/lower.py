@@ -423,18 +423,15 @@ def _layout_doc(o: OutputIR) -> str:
 
 def _hopper_cast(k, directions) -> bool:
     """Whether the kernel is one the Hopper (Gluon) cast-transpose covers: bf16 input quantized rowwise in
-    1x32 blocks and columnwise in 32x1 blocks stored transposed, both by the bf16x2 power-of-two encoders
-    under E8M0 scales into 4-bit codes (even element in the low nibble) or 6-bit codes (first code in the
-    lowest bits, rows of whole 16-byte vectors); nothing segmented or two-level."""
+    1x32 blocks and columnwise in 32x1 blocks stored transposed, both into 4-bit codes (even element in the
+    low nibble) by the bf16x2 power-of-two encoders under E8M0 scales; nothing segmented or two-level."""
     if k.dtype != "bf16" or k.groups or len(directions) != 2:
         return False
     row, col = directions
     shapes = ((row["bh"], row["bw"]), (col["bh"], col["bw"]))
-    codes = ((col["pair"] and all(d["packed"] and d["data"]["low_even"] for d in directions))
-             or all(d["packed6"] and d["data"]["low_first"] and d["data"]["words6"] for d in directions))
-    return (shapes == ((1, 32), (32, 1)) and not row["oriented"] and col["oriented"] and codes
-            and all(d["bf16x2"] and not d["bf16x2_f32"] and d["scale_kind"] == "e8m0" and not d["tensor_scale"]
-                    for d in directions))
+    return (shapes == ((1, 32), (32, 1)) and not row["oriented"] and col["oriented"] and col["pair"]
+            and all(d["packed"] and d["bf16x2"] and not d["bf16x2_f32"] and d["scale_kind"] == "e8m0"
+                    and d["data"]["low_even"] and not d["tensor_scale"] for d in directions))
 
 
 def lower(variant: VariantIR) -> Dict[str, object]:

@@ -34,11 +34,10 @@ OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": False, "with
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 64  # what the blocks and tiled layouts need
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_group,
-# column tiles a program, scale pass); tiles of HOPPER_WARP_ROWS num_warps x 64. The scale pass where a scale layout is
+# column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale layout is
 # plain (measured on the H200: storing them directly ran 41-44% of a copy against 57-70%; where they are
 # swizzled the pass cost 9-16 points)
 HOPPER_CONFIG = (2, 4, 1, False)
-HOPPER_WARP_ROWS = 32  # a colwise thread holds one block
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -1088,7 +1087,7 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
                    BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
                    GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
                    SCALE_PASS: gl.constexpr, SL: gl.constexpr):
-    """TILES column tiles of BM x BN a program (BM = HOPPER_WARP_ROWS W, BN = 64: a colwise lane per word column), the next
+    """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
     tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
     GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
     column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel); SL: the
@@ -1130,14 +1129,14 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
                      M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, GRID_N, BM, BN, W, SCALE_PASS)
 
 
-def _hopper_reason(x2, bufs, M, N, rows, cols, warps, tiles):
+def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
-    on), on whole tiles of HOPPER_WARP_ROWS num_warps x 64 with no padding cell, reading bf16 pairs as words."""
+    on), on whole tiles of 32 num_warps x 64 with no padding cell, reading bf16 pairs as words."""
     if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
         return "it runs compiled on sm_90 GPUs (H100, H200) only"
     if M == 0 or N == 0:
         return "x is empty"
-    bm, bn = HOPPER_WARP_ROWS * warps, 64 * tiles
+    bm, bn = 32 * warps, 64 * tiles
     if rows != M or cols != N or M % bm or N % bn:
         return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
                 f"pad to [{rows}, {cols}])")
@@ -1157,9 +1156,9 @@ def _hopper_smem(warps):
 
 
 def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
-    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M =
-    HOPPER_WARP_ROWS num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
-    bm = HOPPER_WARP_ROWS * warps
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
+    num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
+    bm = 32 * warps
     grid_m, grid_n = M // bm, N // 64
     idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
     scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
@@ -1247,7 +1246,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass, l2_prefetch)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
-        why = _hopper_reason(x2, bufs, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
             return tag(x, [bufs[k] for k in LAYOUTS])

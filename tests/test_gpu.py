@@ -121,49 +121,6 @@ def test_hopper_kernel_matches_triton_kernel_and_reference(mxfp4_kernels, kernel
             assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
 
 
-SIX = ["mxfp6_e2m3", "mxfp6_e3m2"]
-
-
-@sm90
-@pytest.mark.parametrize("kernel", SIX)
-def test_hopper_six_bit_kernel_matches_triton_kernel_and_reference(kernel):
-    """The MXFP6 casts' Hopper kernel (two blocks a thread, codes packed in registers, 16-byte vectors)."""
-    from quantlay.spec import shipped_kernels
-    variant = shipped_kernels()[kernel].variant()
-    mod = find(kernel)
-    for cname, x in _hopper_cases():
-        x = x.cuda()
-        ref = reference.quantize(variant, x)
-        triton_res = mod.quantize(x, backend="triton")
-        assert [k for k in ref if not torch.equal(triton_res[k].tensor, ref[k])] == [], cname
-        every = cname.startswith("allbits") or cname.startswith("specials")
-        for form in HOPPER_FORMS if every else HOPPER_FORMS[:2]:
-            assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
-
-
-HOPPER_SIX_MUTATIONS = {
-    "column 2j + 1 stored with column 2j's codes": [("c1 = _hopper_chunks6(t >> 16,", "c1 = _hopper_chunks6(t & 0xFFF,")],
-    "a group's two code pairs swapped": [("lo | (hi << 12)", "hi | (lo << 12)")],
-    "a row's vectors stored in the wrong order": [(".to(gl.pointer_type(gl.int32)) + kk, chunks[v])",
-                                                   ".to(gl.pointer_type(gl.int32)) + kk, chunks[2 - v])")],
-    "a column's second 64 rows over its first": [("tj = gl.expand_dims(gl.expand_dims((pid_m * (PM // 32) + q) * 48",
-                                                 "tj = gl.expand_dims(gl.expand_dims((pid_m * (PM // 32) + q * 0) * 48")],
-}
-
-
-@sm90
-@pytest.mark.parametrize("bug", sorted(HOPPER_SIX_MUTATIONS))
-def test_hopper_six_bit_planted_bugs_are_caught(bug, tmp_path):
-    from test_gemm import mutated
-    from quantlay.spec import shipped_kernels
-    m = mutated(SIX[0], HOPPER_SIX_MUTATIONS[bug], tmp_path)
-    variant = shipped_kernels()[SIX[0]].variant()
-    x = inputs.normal(1024, 1024, seed=4).cuda()
-    ref = reference.quantize(variant, x)
-    wrong = [_hopper_wrong(m, x, ref, form) for form in HOPPER_FORMS]
-    assert any(wrong), f"the suite misses: {bug}"
-
-
 @sm90
 def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
     from quantlay.errors import LaunchError
