@@ -1,9 +1,11 @@
-"""Time the MXFP4 cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
+"""Time the cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
 
     python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:4:1:0,2:4:1:1,1:4:1:1]
+                                 [--kernels mxfp6_e2m3,mxfp6_e3m2]
 
 A form is num_warps:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper). Prints % of a
-same-run copy for both profiles with their layout flags on and off. Timing only: the GPU tests check the bytes.
+same-run copy for each kernel (by default both MXFP4 profiles) with its layout flags on and off (where it has
+any). Timing only: the GPU tests check the bytes.
 """
 import argparse
 import itertools
@@ -13,20 +15,23 @@ import torch
 from quantlay import inputs
 from quantlay.bench import bytes_moved, copy_gbps, time_call
 from quantlay.generated import find
-
-FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales")
+from quantlay.spec import shipped_kernels
 
 p = argparse.ArgumentParser()
 p.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
 p.add_argument("--forms", default="2:4:1:0,2:4:1:1,2:8:1:1,2:4:2:1,4:4:1:1,2:8:2:0,1:4:1:1")
+p.add_argument("--kernels", default="mxfp4_cast_transpose_hw,mxfp4_cast_transpose_te")
 a = p.parse_args()
 forms = [tuple(int(v) for v in f.split(":")) for f in a.forms.split(",")]
 copy = copy_gbps()
 print(f"copy {copy:.0f} GB/s")
 for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
     x = inputs.normal(*shape, seed=0).cuda()
-    for name, on in itertools.product(("mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"), (True, False)):
-        mod = find(name, **dict.fromkeys(FLAGS, on))
+    for name, on in itertools.product(a.kernels.split(","), (True, False)):
+        flags = shipped_kernels()[name].options
+        if not flags and not on:
+            continue  # no layout flags: one setting
+        mod = find(name, **dict.fromkeys(flags, on))
         moved = bytes_moved(x, mod.quantize(x, backend="triton").values())
         ms = time_call(lambda: mod.quantize(x, backend="triton"))[0]
         row = [f"triton {moved / ms / 1e6 / copy * 100:.1f}"]
@@ -34,4 +39,4 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
         for w, g, t, staged in forms:
             ms = time_call(lambda: mod._launch_hopper(x, bufs, *shape, w, g, t, bool(staged)))[0]
             row.append(f"({w}, {g}, {t}, {bool(staged)}) {moved / ms / 1e6 / copy * 100:.1f}")
-        print(shape, name, "on" if on else "off", " | ".join(row), flush=True)
+        print(shape, name, ("on" if on else "off") if flags else "", " | ".join(row), flush=True)
