@@ -2,6 +2,7 @@
 nearest bucket tuned; the candidates come from the template and hold whole blocks."""
 import json
 
+import pytest
 import torch
 import triton
 
@@ -9,17 +10,34 @@ from quantlay import tune
 from quantlay.generated import find
 
 
-def _empty_table(tmp_path, monkeypatch):
-    """An empty tuning table in place of the committed one, for a tuner run on the CPU as 'GPU X'."""
+def _clear():
+    tune._table.cache_clear()
+    tune.lookup.cache_clear()
+    tune.lookup_gemm.cache_clear()
+
+
+@pytest.fixture
+def own_table():
+    """For a test that points the tuner at a table of its own: the table's caches cleared before and after."""
+    _clear()
+    yield
+    _clear()
+
+
+@pytest.fixture
+def empty_table(tmp_path, monkeypatch, own_table):
+    """An empty tuning table in place of the committed one, for a tuner run in the interpreter as 'GPU X'
+    (skipped where CUDA is: the stages run on the CPU)."""
+    if torch.cuda.is_available():
+        pytest.skip("runs the tuner's stages in the interpreter")
     table = tmp_path / "tuning.json"
     table.write_text(json.dumps({"entries": []}))
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
-    tune._table.cache_clear()
     return table
 
 
-def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
+def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch, own_table):
     def row(shape, bm):
         return {"kernel": "k", "gpu": "GPU X", "triton": triton.__version__, "block_m": bm, "block_n": 64,
                 "num_warps": 4, "shape": shape, "median_ms": 1.0}
@@ -30,23 +48,17 @@ def test_lookup_takes_the_nearest_size_bucket(tmp_path, monkeypatch):
     monkeypatch.setattr(tune, "TABLE", table)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "GPU X")
-    tune._table.cache_clear()
-    tune.lookup.cache_clear()
-    try:
-        assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
-        assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
-                                            grid_n_first=False, grid_group=0, opaque_widen=False, region_m=1,
-                                            scale_pass=False, l2_prefetch=0)
-        assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
-        assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
-        # cap, in-place rows, grid order, the opaque widening, the region, the scale pass and the prefetch ride along
-        assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
-                                            grid_n_first=True, grid_group=4, opaque_widen=True, region_m=2,
-                                            scale_pass=True, l2_prefetch=66)
-        assert tune.lookup("other", 24) is None         # no entry: the template's default tile
-    finally:
-        tune._table.cache_clear()
-        tune.lookup.cache_clear()
+    assert tune.size_bucket(4096 * 4096) == 24 and tune.size_bucket(16384 * 8192) == 27
+    assert tune.lookup("k", 24) == dict(block_m=32, block_n=64, num_warps=4, maxnreg=None, inplace_rows=False,
+                                        grid_n_first=False, grid_group=0, opaque_widen=False, region_m=1,
+                                        scale_pass=False, l2_prefetch=0)
+    assert tune.lookup("k", 20)["block_m"] == 32    # below every bucket: the smallest
+    assert tune.lookup("k", 26)["block_m"] == 128   # nearer 27 than 24
+    # cap, in-place rows, grid order, the opaque widening, the region, the scale pass and the prefetch ride along
+    assert tune.lookup("k", 30) == dict(block_m=128, block_n=64, num_warps=4, maxnreg=128, inplace_rows=True,
+                                        grid_n_first=True, grid_group=4, opaque_widen=True, region_m=2,
+                                        scale_pass=True, l2_prefetch=66)
+    assert tune.lookup("other", 24) is None         # no entry: the template's default tile
 
 
 def test_launch_settings_take_the_caller_then_the_table_then_the_default(monkeypatch):
@@ -84,20 +96,16 @@ def test_committed_table_rows_name_generated_kernels():
         assert r["block_m"] > 0 and r["block_n"] > 0 and r["num_warps"] in (1, 2, 4, 8, 16)
 
 
-def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
+def test_tuner_stages_in_the_interpreter(monkeypatch, empty_table):
     """The tuner's stages on the CPU (interpreter; a fake timer makes each later candidate faster, and
     the uncapped config in groups of 4 fastest of all): every candidate is checked bit-exact, the opaque
     stage runs for a two-direction kernel as it is and capped, groups are timed M-first, the
     winner is stored with 'no cap' written as null, a sweep cut short keeps the best of its finished
     stages, and max_tile leaves out larger tiles (none left: an error naming the fix)."""
     import itertools
-    from quantlay.generated import find
-    import pytest
-    if torch.cuda.is_available():
-        pytest.skip("runs the stages in the interpreter")
     mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
     monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 64, 2, None, True), (64, 64, 1, None, False)])
-    table = _empty_table(tmp_path, monkeypatch)
+    table = empty_table
     ticks = itertools.count()
     timed = []
 
@@ -106,83 +114,68 @@ def test_tuner_stages_in_the_interpreter(tmp_path, monkeypatch):
         timed.append(1)
         tick = next(ticks)
         return 1.0 if tick == 11 else 100.0 - tick  # 11: the best N-first config (uncapped) in groups of 4
-    try:
-        (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
-                         device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
-        # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
-        # tiles) + the best config of each of the 4 tiles (2 tiles, each with and without the opaque stage's
-        # register cap) with the scale pass + the best 4 with 3 prefetch distances
-        assert len(timed) == 2 + 4 + 4 + 4 + 4 + 12
-        assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
-        assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
-        stored = json.loads(table.read_text())["entries"]
-        assert [r["kernel"] for r in stored] == [mod.NAME] and stored[0]["maxnreg"] is None
-        # a sweep cut short (a device time limit) in the group stage keeps the best of the stages before it
-        table.write_text(json.dumps({"entries": []}))
-        tune._table.cache_clear()
-        cut = itertools.count()
+    (w,) = tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                     device="cpu", timer=timer, max_tile=2048)  # max_tile leaves out the 64x64 tile
+    # 2 sweeps + 2 x (uncapped, capped) opaque + 4 N-first + 2 x groups of 2 and 4 (8 does not divide 4
+    # tiles) + the best config of each of the 4 tiles (2 tiles, each with and without the opaque stage's
+    # register cap) with the scale pass + the best 4 with 3 prefetch distances
+    assert len(timed) == 2 + 4 + 4 + 4 + 4 + 12
+    assert w["opaque_widen"] and w["grid_group"] == 4 and not w["grid_n_first"] and w["maxnreg"] is None
+    assert (w["block_m"], w["block_n"], w["num_warps"], w["inplace_rows"]) == (32, 64, 2, True)
+    stored = json.loads(table.read_text())["entries"]
+    assert [r["kernel"] for r in stored] == [mod.NAME] and stored[0]["maxnreg"] is None
+    # a sweep cut short (a device time limit) in the group stage keeps the best of the stages before it
+    table.write_text(json.dumps({"entries": []}))
+    tune._table.cache_clear()
+    cut = itertools.count()
 
-        def cut_timer(fn):
-            tick = next(cut)
-            if tick == 10:  # 2 sweeps + 4 opaque + 4 N-first: the first group candidate
-                raise KeyboardInterrupt
-            return 100.0 - tick
-        with pytest.raises(KeyboardInterrupt):
-            tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
-                      device="cpu", timer=cut_timer, max_tile=2048)
-        (kept,) = json.loads(table.read_text())["entries"]
-        assert kept["grid_n_first"] and kept["median_ms"] == 91.0
-        with pytest.raises(ValueError, match="max_tile=1024"):
-            tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
-                      device="cpu", timer=timer, max_tile=1024)
-    finally:
-        tune._table.cache_clear()
-        tune.lookup.cache_clear()
+    def cut_timer(fn):
+        tick = next(cut)
+        if tick == 10:  # 2 sweeps + 4 opaque + 4 N-first: the first group candidate
+            raise KeyboardInterrupt
+        return 100.0 - tick
+    with pytest.raises(KeyboardInterrupt):
+        tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                  device="cpu", timer=cut_timer, max_tile=2048)
+    (kept,) = json.loads(table.read_text())["entries"]
+    assert kept["grid_n_first"] and kept["median_ms"] == 91.0
+    with pytest.raises(ValueError, match="max_tile=1024"):
+        tune.tune([("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                  device="cpu", timer=timer, max_tile=1024)
 
 
-def test_tuner_region_stage_in_the_interpreter(tmp_path, monkeypatch):
+def test_tuner_region_stage_in_the_interpreter(monkeypatch, empty_table):
     """A kernel with plain transposed scales (REGION_BLOCK_ROWS) gets a last stage: the best config of each
     of the three best tiles (here the one candidate tile) in columns of 2 and 4 tiles per program where
     they divide M (here 2 of 64-row tiles; 4 would pass M = 128), checked bit-exact like every candidate;
     the winner stores its region_m."""
-    import pytest
-    if torch.cuda.is_available():
-        pytest.skip("runs the stages in the interpreter")
     off = dict.fromkeys(("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales"), False)
     mod = find("mxfp4_cast_transpose_hw", **off)
     assert mod.REGION_BLOCK_ROWS and not find("mxfp4_cast_transpose_hw", **dict(off, with_gemm_swizzled_scales=True)).REGION_BLOCK_ROWS
     monkeypatch.setattr(mod, "CONFIGS", [(64, 64, 2, None, False)])
-    table = _empty_table(tmp_path, monkeypatch)
+    table = empty_table
     seen = []
 
     def timer(fn):
         seen.append(1)  # each later candidate faster up to the region stage's last; the scale pass slower
         return 100.0 - len(seen) if len(seen) <= 4 else 200.0
-    try:
-        (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
-        # the sweep's tile, N-first, groups of 2, the region of 2, then the best config of the one tile with
-        # the scale pass (one tile a program), then the best 4 with 3 prefetch distances (slower here)
-        assert len(seen) == 4 + 1 + 12
-        assert w["region_m"] == 2 and not w["scale_pass"] and (w["block_m"], w["block_n"]) == (64, 64)
-        (stored,) = json.loads(table.read_text())["entries"]
-        assert stored["region_m"] == 2
-    finally:
-        tune._table.cache_clear()
-        tune.lookup.cache_clear()
+    (w,) = tune.tune([("mxfp4_cast_transpose_hw", off)], shapes=[(128, 128)], device="cpu", timer=timer)
+    # the sweep's tile, N-first, groups of 2, the region of 2, then the best config of the one tile with
+    # the scale pass (one tile a program), then the best 4 with 3 prefetch distances (slower here)
+    assert len(seen) == 4 + 1 + 12
+    assert w["region_m"] == 2 and not w["scale_pass"] and (w["block_m"], w["block_n"]) == (64, 64)
+    (stored,) = json.loads(table.read_text())["entries"]
+    assert stored["region_m"] == 2
 
 
-def test_tuner_scale_pass_stage_retimes_every_good_tile(tmp_path, monkeypatch):
+def test_tuner_scale_pass_stage_retimes_every_good_tile(monkeypatch, empty_table):
     """The scale pass reorders the tiles (smaller tiles write more partial scale sectors, so gain most): the
     pass stage retimes the best configuration of each good tile, not the best few configurations, which can
     all be one tile. Here a fake timer makes 32x128 fastest without the pass, in all of its settings, and
     32x64 fastest with it: 32x64 must be retimed with the pass and win."""
-    import pytest
-    if torch.cuda.is_available():
-        pytest.skip("runs the stages in the interpreter")
     mod = find("mxfp8_nvte_e5m2", with_gemm_swizzled_scales=False)
     assert mod.SCALE_PASS
     monkeypatch.setattr(mod, "CONFIGS", [(32, 64, 1, None, False), (32, 128, 2, None, False)])
-    _empty_table(tmp_path, monkeypatch)
     launched = []
     quantize = mod.quantize
     monkeypatch.setattr(mod, "quantize", lambda *a, **cfg: launched.append(cfg) or quantize(*a, **cfg))
@@ -193,37 +186,25 @@ def test_tuner_scale_pass_stage_retimes_every_good_tile(tmp_path, monkeypatch):
         if cfg["block_n"] == 128:
             return 10.0
         return 1.0 if cfg["scale_pass"] else 50.0
-    try:
-        (w,) = tune.tune([("mxfp8_nvte_e5m2", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
-                         device="cpu", timer=timer)
-        assert (w["block_m"], w["block_n"], w["num_warps"]) == (32, 64, 1) and w["scale_pass"]
-    finally:
-        tune._table.cache_clear()
-        tune.lookup.cache_clear()
+    (w,) = tune.tune([("mxfp8_nvte_e5m2", {"with_gemm_swizzled_scales": False})], shapes=[(64, 256)],
+                     device="cpu", timer=timer)
+    assert (w["block_m"], w["block_n"], w["num_warps"]) == (32, 64, 1) and w["scale_pass"]
 
 
-def test_gemm_tuner_checks_each_candidate_and_stores_the_fastest(tmp_path, monkeypatch):
+def test_gemm_tuner_checks_each_candidate_and_stores_the_fastest(monkeypatch, empty_table):
     """The GEMM sweep in the interpreter: balanced groups, bit-exact candidates, an accumulating GEMM timed
     on a scratch buffer of its own, the winner stored under its M * N * K bucket."""
     import itertools
-    import pytest
-    from quantlay.generated import find
-    if torch.cuda.is_available():
-        pytest.skip("runs the sweep in the interpreter")
-    table = _empty_table(tmp_path, monkeypatch)
+    table = empty_table
     for name in ("fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"):
         monkeypatch.setattr(find(name), "CONFIGS", [(32, 64, 4, 3, 8), (64, 32, 4, 3, 8)])
     ticks = itertools.count()
-    try:
-        winners = tune.tune_gemm(["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"], shapes=[(128, 64, 256)],
-                                 device="cpu", timer=lambda fn: 10.0 - next(ticks), groups=3)
-        assert [(w["block_m"], w["block_n"]) for w in winners] == [(64, 32), (64, 32)]
-        stored = json.loads(table.read_text())["entries"]
-        assert {r["kernel"] for r in stored} == {find("fp8_gemm_grouped_fprop").NAME,
-                                                 find("fp8_gemm_grouped_wgrad_t_acc").NAME}
-        assert all(r["shape"] == "128x64x256" for r in stored)
-        with pytest.raises(ValueError, match="no shipped gemm 'fp8_gemm_nope'"):
-            tune.tune_gemm(["fp8_gemm_nope"], device="cpu", timer=lambda fn: 1.0)
-    finally:
-        tune._table.cache_clear()
-        tune.lookup_gemm.cache_clear()
+    winners = tune.tune_gemm(["fp8_gemm_grouped_fprop", "fp8_gemm_grouped_wgrad_t_acc"], shapes=[(128, 64, 256)],
+                             device="cpu", timer=lambda fn: 10.0 - next(ticks), groups=3)
+    assert [(w["block_m"], w["block_n"]) for w in winners] == [(64, 32), (64, 32)]
+    stored = json.loads(table.read_text())["entries"]
+    assert {r["kernel"] for r in stored} == {find("fp8_gemm_grouped_fprop").NAME,
+                                             find("fp8_gemm_grouped_wgrad_t_acc").NAME}
+    assert all(r["shape"] == "128x64x256" for r in stored)
+    with pytest.raises(ValueError, match="no shipped gemm 'fp8_gemm_nope'"):
+        tune.tune_gemm(["fp8_gemm_nope"], device="cpu", timer=lambda fn: 1.0)
