@@ -141,13 +141,14 @@ def lower_direction(d: DirectionIR, tr: Tracker, dtype: str = "bf16", oriented: 
     tr.offer(scope, d.settings)
     el, sc = d.element, d.scale
     by_block = nan_by_block(el, sc)
-    # The bf16x2 encoders take bf16 input in blocks along one axis. Under a power of two (E8M0) the product
+    # The bf16x2 encoders take bf16 input (in blocks along one axis, or square ones under a power of two:
+    # element pairs along the last axis lie in one block either way). Under a power of two (E8M0) the product
     # is exact in bf16; an E4M3 block scale gives a NaN multiplier exactly for a NaN amax and a finite,
     # positive one otherwise (with a tensor scale above 2^-122, which the kernel checks), so its NaN codes
     # are set per block.
-    pairs = dtype == "bf16" and not d.block2d
+    pairs = dtype == "bf16"
     pow2_form = pairs and el.bf16x2_rules and nan_blocks(sc)
-    f32_form = pairs and el.bf16x2_fp32_rules and sc.name == "f32" and sc.store == "e4m3"
+    f32_form = pairs and not d.block2d and el.bf16x2_fp32_rules and sc.name == "f32" and sc.store == "e4m3"
     store_format = _store_format(sc)
     for key in ("ties", "zero_sign", "nan"):
         tr.use(scope, f"element.{key}")
@@ -449,7 +450,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         dctx["data"], dctx["scale"] = data, scale
         # a transposed 4-bit direction of bf16 input (the bf16x2 encoder) quantizes row pairs where they
         # were loaded (even and odd rows apart) and transposes its bytes, not the bf16 tile
-        dctx["pair"] = oriented and dctx["packed"] and dctx["bf16x2"] and not k.groups
+        dctx["pair"] = oriented and dctx["packed"] and dctx["bf16x2"] and not dctx["block2d"] and not k.groups
         directions.append(dctx)
         outputs += [data, scale]
     tr.check()

@@ -31,7 +31,7 @@ OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 BACKENDS = ("triton",)
-OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
+OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
 # what `quantlay tune` sweeps (block_m, block_n, num_warps, maxnreg, inplace_rows), the best again with
@@ -134,6 +134,109 @@ def _encode_rowwise(q):
     return code  # NaN blocks are set after packing (one test per block)
 
 
+# rowwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. A NaN block's bytes (its
+# multiplier is NaN) are masked to 0 after packing, by the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same steps.)
+_BF16X2_ROWWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
+mov.b32 kcode, 0x00800080;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $7;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $8;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $5;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $7;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $6;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $8;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_rowwise(mult):
+    """rowwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
+
+
+@triton.jit
+def _bf16x2_rowwise(lo, hi, kw):
+    """rowwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets threshold -Inf and its bytes masked to 0, the NaN code, after packing.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_ROWWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
+
+
 @triton.jit
 def _scale_colwise(ab):
     """colwise: block amax as fp32 bits (int32; NaN bits sort above Inf) -> (fp32 quantization
@@ -184,6 +287,109 @@ def _encode_colwise(q):
     mag = steps + ((mb - 0x4A800000) >> 22)
     code = mag | tl.where(q < 0.0, 8, 0)
     return code  # NaN blocks are set after packing (one test per block)
+
+
+# colwise: four bytes of E2M1 code pairs per asm instance, in bf16x2 arithmetic (PTX for sm_90).
+# $0: the four bytes; $1 $2 / $3 $4: low / high nibble elements (bf16x2); $5 $6: multiplier, $7 $8:
+# sign threshold, each matching $1 $2 (and so $3 $4) element for element. A NaN block's bytes (its
+# multiplier is NaN) are masked to 0 after packing, by the multiplier compared with itself.
+# (Constants are a bf16 pattern in both halves; the four registers run the same steps.)
+_BF16X2_COLWISE = tl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, k0, k1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
+mov.b32 kcode, 0x00800080;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $7;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $8;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $5;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $7;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $6;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $8;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 w0, w2, 16, w0;
+mad.lo.u32 w1, w3, 16, w1;
+shr.u32 w0, w0, 6;
+shr.u32 w1, w1, 6;
+set.eq.u32.bf16x2 k0, $5, $5;
+set.eq.u32.bf16x2 k1, $6, $6;
+prmt.b32 w0, w0, w1, 0x6420;
+prmt.b32 k0, k0, k1, 0x6420;
+and.b32 $0, w0, k0;
+}""")
+
+
+@triton.jit
+def _bf16x2_word_colwise(mult):
+    """colwise: a block's fp32 multiplier -> its bf16x2 encoder constants as one int32 word (computed
+    once per block, where the scale math runs): the multiplier's bf16 pattern in the low half (exact:
+    E8M0 multipliers are bf16 values; NaN in a NaN block) and the sign threshold -T in the high half
+    (T = 2^-150 / mult; -Inf in a NaN block)."""
+    mb = mult.to(tl.int32, bitcast=True)
+    # T = 2^(-23 - E) for mult's exponent field E (E = 0 for 2^-127, the one subnormal multiplier):
+    # bf16 exponent field 104 - E, or a subnormal 0x40 >> (E - 104), or 0 below bf16's smallest value
+    t = 104 - (mb >> 23)
+    tb = tl.where(t > 0, t << 7, 0x40 >> tl.minimum(-t, 7))
+    nt = tl.where(mult != mult, 0xFF80, tb | 0x8000)
+    return ((mb >> 16) & 0xFFFF) | (nt << 16)
+
+
+@triton.jit
+def _bf16x2_colwise(lo, hi, kw):
+    """colwise: bf16 element pairs (lo, hi: bit patterns, int16; kw: the block's _bf16x2_word) -> bytes lo | hi << 4.
+
+    Per bf16x2 register, the fp32 encoder's steps two lanes at a time: q = x * mult is exact in bf16
+    (8 significant bits times a power of two; an underflow lands far below the first rounding boundary);
+    a = min(|q|, max); a + M rounds to the format's step (M = 2^6 * max(2^floor(log2 a),
+    smallest normal), the bf16 add's own ties-to-even), and (a + M - M) * 2^-126 (the
+    format's smallest normal onto bf16's) holds the code in its exponent and top mantissa bits, at bit
+    6. The sign is that of q < 0 in fp32, which is zero for -0.0 and for
+    products that underflow fp32 (|x| * mult <= 2^-150): one bf16 compare x < -T with T = 2^-150 / mult
+    (a power of two; 0 where it is below bf16's smallest subnormal, so that -0.0 < -0.0 is false).
+    A NaN block (mult NaN) gets threshold -Inf and its bytes masked to 0, the NaN code, after packing.
+    """
+    return tl.inline_asm_elementwise(_BF16X2_COLWISE, "=r" + ",r" * 8, [lo, hi, kw.to(tl.int16), (kw >> 16).to(tl.int16)],
+                                     dtype=tl.uint8, is_pure=True, pack=4)
 
 
 @triton.jit
@@ -361,18 +567,27 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             # with no shared memory or barrier.
             if INPLACE_ROWS:
                 mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+                if HW_CVT:
+                    kw = _bf16x2_word_rowwise(mult)
             else:
                 blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N // 32)
                 amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N // 32]), blk, 0)
                 mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
+                if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                    kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
+                else:
+                    mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
                 e_rowwise = tl.reshape(e_rowwise, [BLOCK_M // 32, BLOCK_N // 32])
-            # square blocks: the codes of each block, then two per byte along the tile's last axis
-            q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N // 32, 32]) * mult[:, None, :, None]
-            codes = _encode_rowwise(q)
-            codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
-            c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
-            packed = c_even | (c_odd << 4)
+            if HW_CVT:  # compiled: bf16x2 PTX on the element pairs of each square block (NaN blocks zeroed by their constants)
+                lo, hi = tl.split(tl.reshape(xt, [BLOCK_M // 32, 32, BLOCK_N // 32, 32 // 2, 2]))
+                packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, None, :, None]), [BLOCK_M, BLOCK_N // 2])
+            else:
+                # square blocks: the codes of each block, then two per byte along the tile's last axis
+                q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N // 32, 32]) * mult[:, None, :, None]
+                codes = _encode_rowwise(q)
+                codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
+                c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
+                packed = c_even | (c_odd << 4)
 
             ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
             tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
@@ -398,14 +613,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
             # ---- colwise: blocks 32x32, one E8M0 scale per 1024 elements; tile [BLOCK_N, BLOCK_M]
-            xs = xi
-            if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-                xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-            xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
+            xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
             # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
             # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
             # bits are that pattern << 16. The fp32 tile is only for the multiply.
-            ab2 = _abs_pairs(xs)
+            ab2 = _abs_pairs(xi)
             # pairs within each row's block, then the rows as 32-bit maxima (on the H200 at 128x128: 98.0% of a
             # copy, against 97.0% reducing the rows as u16x2 words too and 88% rows first)
             m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 32, 32 // 2]), 3, HW_CVT)
@@ -419,14 +631,21 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
             blk = tl.arange(0, BLOCK_N // 32 * BLOCK_M // 32)
             amax = tl.gather(tl.reshape(amax, [BLOCK_N // 32 * BLOCK_M // 32]), blk, 0)
             mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
             e_colwise = tl.reshape(e_colwise, [BLOCK_N // 32, BLOCK_M // 32])
-            # square blocks: the codes of each block, then two per byte along the tile's last axis
-            q = tl.reshape(x, [BLOCK_N // 32, 32, BLOCK_M // 32, 32]) * mult[:, None, :, None]
-            codes = _encode_colwise(q)
-            codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
-            c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
-            packed = c_even | (c_odd << 4)
+            if HW_CVT:  # compiled: bf16x2 PTX on the element pairs of each square block (NaN blocks zeroed by their constants)
+                lo, hi = tl.split(tl.reshape(xt, [BLOCK_N // 32, 32, BLOCK_M // 32, 32 // 2, 2]))
+                packed = tl.reshape(_bf16x2_colwise(lo, hi, kw[:, None, :, None]), [BLOCK_N, BLOCK_M // 2])
+            else:
+                # square blocks: the codes of each block, then two per byte along the tile's last axis
+                q = tl.reshape(x, [BLOCK_N // 32, 32, BLOCK_M // 32, 32]) * mult[:, None, :, None]
+                codes = _encode_colwise(q)
+                codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
+                c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
+                packed = c_even | (c_odd << 4)
 
             ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
             tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]
@@ -479,18 +698,27 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         # with no shared memory or barrier.
         if INPLACE_ROWS:
             mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
+            if HW_CVT:
+                kw = _bf16x2_word_rowwise(mult)
         else:
             blk = tl.arange(0, BLOCK_M // 32 * BLOCK_N // 32)
             amax = tl.gather(tl.reshape(amax, [BLOCK_M // 32 * BLOCK_N // 32]), blk, 0)
             mult, e_rowwise = _scale_rowwise(amax)  # multiplier, stored scale
-            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
+            if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+                kw = tl.reshape(tl.gather(_bf16x2_word_rowwise(mult), blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
+            else:
+                mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_M // 32, BLOCK_N // 32])
             e_rowwise = tl.reshape(e_rowwise, [BLOCK_M // 32, BLOCK_N // 32])
-        # square blocks: the codes of each block, then two per byte along the tile's last axis
-        q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N // 32, 32]) * mult[:, None, :, None]
-        codes = _encode_rowwise(q)
-        codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
-        c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
-        packed = c_even | (c_odd << 4)
+        if HW_CVT:  # compiled: bf16x2 PTX on the element pairs of each square block (NaN blocks zeroed by their constants)
+            lo, hi = tl.split(tl.reshape(xt, [BLOCK_M // 32, 32, BLOCK_N // 32, 32 // 2, 2]))
+            packed = tl.reshape(_bf16x2_rowwise(lo, hi, kw[:, None, :, None]), [BLOCK_M, BLOCK_N // 2])
+        else:
+            # square blocks: the codes of each block, then two per byte along the tile's last axis
+            q = tl.reshape(x, [BLOCK_M // 32, 32, BLOCK_N // 32, 32]) * mult[:, None, :, None]
+            codes = _encode_rowwise(q)
+            codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
+            c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_M, BLOCK_N // 2, 2]))
+            packed = c_even | (c_odd << 4)
 
         ti = (pid_m * (BLOCK_M) + tl.arange(0, BLOCK_M))[:, None]
         tj = (pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2))[None, :]
@@ -516,14 +744,11 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
 
 
         # ---- colwise: blocks 32x32, one E8M0 scale per 1024 elements; tile [BLOCK_N, BLOCK_M]
-        xs = xi
-        if OPAQUE_WIDEN and HW_CVT:  # opaque to CSE: the first direction's fp32 tile dies before this one
-            xs = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [xi], dtype=tl.int16, is_pure=False, pack=2)
-        xt = tl.trans(xs)  # the block axis (M) becomes the tile's last axis
+        xt = tl.trans(xi)  # the block axis (M) becomes the tile's last axis
         # |x| of element pairs along N as the 16-bit halves of one word, reduced two lanes at a time: the
         # integer max of bf16 |x| patterns is the amax (any NaN, patterns above Inf, wins), and its fp32
         # bits are that pattern << 16. The fp32 tile is only for the multiply.
-        ab2 = _abs_pairs(xs)
+        ab2 = _abs_pairs(xi)
         # pairs within each row's block, then the rows as 32-bit maxima (on the H200 at 128x128: 98.0% of a
         # copy, against 97.0% reducing the rows as u16x2 words too and 88% rows first)
         m = _umax2_reduce(tl.reshape(ab2, [BLOCK_M // 32, 32, BLOCK_N // 32, 32 // 2]), 3, HW_CVT)
@@ -537,14 +762,21 @@ def _quantize_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_pt
         blk = tl.arange(0, BLOCK_N // 32 * BLOCK_M // 32)
         amax = tl.gather(tl.reshape(amax, [BLOCK_N // 32 * BLOCK_M // 32]), blk, 0)
         mult, e_colwise = _scale_colwise(amax)  # multiplier, stored scale
-        mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
+        if HW_CVT:  # the bf16x2 encoder's constants go back instead of the multiplier
+            kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
+        else:
+            mult = tl.reshape(tl.gather(mult, blk, 0), [BLOCK_N // 32, BLOCK_M // 32])
         e_colwise = tl.reshape(e_colwise, [BLOCK_N // 32, BLOCK_M // 32])
-        # square blocks: the codes of each block, then two per byte along the tile's last axis
-        q = tl.reshape(x, [BLOCK_N // 32, 32, BLOCK_M // 32, 32]) * mult[:, None, :, None]
-        codes = _encode_colwise(q)
-        codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
-        c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
-        packed = c_even | (c_odd << 4)
+        if HW_CVT:  # compiled: bf16x2 PTX on the element pairs of each square block (NaN blocks zeroed by their constants)
+            lo, hi = tl.split(tl.reshape(xt, [BLOCK_N // 32, 32, BLOCK_M // 32, 32 // 2, 2]))
+            packed = tl.reshape(_bf16x2_colwise(lo, hi, kw[:, None, :, None]), [BLOCK_N, BLOCK_M // 2])
+        else:
+            # square blocks: the codes of each block, then two per byte along the tile's last axis
+            q = tl.reshape(x, [BLOCK_N // 32, 32, BLOCK_M // 32, 32]) * mult[:, None, :, None]
+            codes = _encode_colwise(q)
+            codes = tl.where((mult != mult)[:, None, :, None], 0, codes)  # a NaN block's codes
+            c_even, c_odd = tl.split(tl.reshape(codes, [BLOCK_N, BLOCK_M // 2, 2]))
+            packed = c_even | (c_odd << 4)
 
         ti = (pid_n * (BLOCK_N) + tl.arange(0, BLOCK_N))[:, None]
         tj = (pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2))[None, :]

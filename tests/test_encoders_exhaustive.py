@@ -90,7 +90,8 @@ def test_hardware_convert_matches_reference_everywhere(name, direction):
 
 # ---- the bf16x2 PTX encoder of the MXFP4 kernels (compiled kernels only) --------------------------
 PAIR_CASES = [("mxfp4_cast_transpose_hw", "rowwise"), ("mxfp4_cast_transpose_hw", "colwise"),
-              ("mxfp4_cast_transpose_te", "rowwise"), ("mxfp4_cast_transpose_te", "colwise")]
+              ("mxfp4_cast_transpose_te", "rowwise"), ("mxfp4_cast_transpose_te", "colwise"),
+              ("mxfp4_32x32_hw", "colwise")]  # square blocks: the same steps on each block's element pairs
 # multipliers 2^(127 - e) where the sign test changes regime: no bf16 x underflows fp32 (e < 144),
 # thresholds in bf16's subnormals (144..150) and normals (> 150), the subnormal multiplier (254) and a
 # NaN block (255)

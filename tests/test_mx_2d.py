@@ -23,6 +23,16 @@ def test_bit_exact_with_the_reference(cls, M, N):
         assert reference.same_values(res[key].tensor, ref[key]), key
 
 
+@pytest.mark.gpu  # compiled: the bf16x2 PTX encoder on each square block's element pairs
+@pytest.mark.parametrize("M,N", [(4096, 6144), (1000, 1250)])
+def test_bit_exact_at_realistic_sizes(M, N):
+    for cls, make in inputs.CLASSES.items():
+        x = make(M, N, seed=5).to(DEVICE)
+        res = find("mxfp4_32x32_hw").quantize(x)
+        ref = reference.quantize(KERNEL.variant(), x)
+        assert [k for k in ref if not reference.same_values(res[k].tensor, ref[k])] == [], cls
+
+
 def test_one_scale_per_tile_shared_by_both_directions():
     x = inputs.normal(96, 128, seed=4).to(DEVICE)
     res = find("mxfp4_32x32_hw").quantize(x)
