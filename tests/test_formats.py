@@ -124,6 +124,14 @@ def test_bf16x2_encoder_only_where_its_rules_hold():
         }
     }""")[0]
     assert flags(fp16) == {"rowwise": False}  # x * 2^k is exact in bf16 only for bf16 input
+    assert flags(kernels["mxfp4_32x32_hw"]) == {"rowwise": True, "colwise": True}  # square blocks' element pairs
+    six_square = load("""kernel fp6_square(x: bf16[M, N]) {
+        rowwise blocks 32x32 profile mxfp6_e2m3_floor {
+            store data  as packed(low: first)
+            store scale as row_major
+        }
+    }""")[0]
+    assert flags(six_square) == {"rowwise": False}  # 6-bit square blocks: the fp32 encoder (no GPU test runs them)
     assert E2M1(ties="even", zero_sign="negative_only", nan=0).bf16x2_rules
     assert E2M1(ties="away", zero_sign="negative_only", nan=0).bf16x2_rules
     for other in (dict(zero_sign="sign_bit"), dict(nan=7), dict(ties="zero")):
