@@ -101,10 +101,9 @@ def test_worked_block_example():
 
 def test_bf16x2_encoder_only_where_its_rules_hold():
     """The bf16x2 PTX encoder implements these rule sets on bf16 input: E2M1 ties to even or away under a
-    power of two (a sign for every q < 0, NaN as code 0, NaN by block), E2M3 and E3M2 the same with x's sign
-    bit (MXFP6) and, from an fp32 multiplier, E2M1
-    ties to even with the sign bit under an E4M3 block scale (NVFP4); every other kernel keeps the fp32
-    encoders."""
+    power of two (a sign for every q < 0, NaN as code 0, NaN by block; square blocks too), E2M3 and E3M2 the
+    same with x's sign bit (MXFP6) and, from an fp32 multiplier, E2M1 ties to even with the sign bit under an
+    E4M3 block scale (NVFP4); every other kernel keeps the fp32 encoders."""
     from quantlay.lower import lower
     from quantlay.spec import load, shipped_kernels
     kernels = shipped_kernels()
