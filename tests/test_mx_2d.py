@@ -44,3 +44,31 @@ def test_one_scale_per_tile_shared_by_both_directions():
     ys = find("mxfp4_32x32_hw").quantize(y)["rowwise_scale"].tensor.cpu()
     diff = (ys.int() - rs.int())
     assert diff[1, 2] == 1 and int(diff.abs().sum()) == 1
+
+
+# Bugs planted in the compiled path (the bf16x2 encoder's plumbing); the GPU test must catch each. Blocks of
+# 32 rows get scales 2^0 .. 2^7 apart, so a block coded under another block's multiplier shows.
+PLANTED = {
+    "the element pairs' nibbles swapped": [("_bf16x2_rowwise(lo, hi, kw[:, None, :, None])",
+                                            "_bf16x2_rowwise(hi, lo, kw[:, None, :, None])")],
+    "a tile's column blocks under its first block's multiplier": [("_bf16x2_colwise(lo, hi, kw[:, None, :, None])",
+                                                                   "_bf16x2_colwise(lo, hi, kw[:, None, :1, None])")],
+}
+
+
+def test_planted_bugs_find_their_target_text():
+    from test_gemm import edited
+    for edits in PLANTED.values():
+        edited("mxfp4_32x32_hw", edits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_planted_bugs_are_caught(bug, tmp_path):
+    from test_gemm import mutated
+    m = mutated("mxfp4_32x32_hw", PLANTED[bug], tmp_path)
+    x = inputs.normal(1024, 1024, seed=4) * 2.0 ** (torch.arange(1024)[:, None] // 32 % 8)
+    x = x.to(torch.bfloat16).to(DEVICE)
+    res, ref = m.quantize(x), reference.quantize(KERNEL.variant(), x)
+    assert not all(reference.same_values(res[k].tensor, ref[k]) for k in ref), f"the suite misses: {bug}"
+
