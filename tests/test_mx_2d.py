@@ -51,8 +51,9 @@ def test_one_scale_per_tile_shared_by_both_directions():
 PLANTED = {
     "the element pairs' nibbles swapped": [("_bf16x2_rowwise(lo, hi, kw[:, None, :, None])",
                                             "_bf16x2_rowwise(hi, lo, kw[:, None, :, None])")],
-    "a tile's column blocks under its first block's multiplier": [("_bf16x2_colwise(lo, hi, kw[:, None, :, None])",
-                                                                   "_bf16x2_colwise(lo, hi, kw[:, None, :1, None])")],
+    "a tile's column blocks under its first block's multiplier": [
+        ("kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk, 0)",
+         "kw = tl.reshape(tl.gather(_bf16x2_word_colwise(mult), blk * 0, 0)")],
 }
 
 
