@@ -756,10 +756,10 @@ def _scale_scratch(x2, grid_m, grid_n, block_m, block_n):
             for k, (t0, t1) in _scale_tiles(block_m, block_n).items()}
 
 
-def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw):
-    """The staged scales into their layouts: one launch of _scale_pass, 64x64 tile coordinates a program. On
-    sm_90 (hw) it is the cast's programmatic dependent (it waits under PDL): its programs are resident when
-    the cast ends instead of launching after it drains."""
+def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw, warps):
+    """The staged scales into their layouts: one launch of _scale_pass, 64x64 tile coordinates a program on
+    `warps` warps. On sm_90 (hw) it is the cast's programmatic dependent (it waits under PDL): its programs
+    are resident when the cast ends instead of launching after it drains."""
     tiles = _scale_tiles(block_m, block_n)
     pdl = {"launch_pdl": True} if hw else {}
     ext = []  # each output's extent in tile coordinates
@@ -768,7 +768,7 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
     programs = sum(triton.cdiv(e0, 64) * triton.cdiv(e1, 64) for e0, e1 in zip(ext[::2], ext[1::2]))
     _scale_pass[(programs,)](scratch["rowwise_scale"], bufs["rowwise_scale"], scratch["colwise_scale"], bufs["colwise_scale"], M, N,
                              *_sizes(M, N), grid_n, *ext, BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, BR=64, BC=64,
-                             PDL=hw, num_warps=4, **pdl)
+                             PDL=hw, num_warps=warps, **pdl)
 
 
 # The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
@@ -1168,7 +1168,7 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
                          num_warps=warps, launch_pdl=True)
     if staged:
-        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 4)  # eight: level or lower here
 
 
 def _sizes(M, N):
@@ -1283,7 +1283,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
                            GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, **kwargs)
     if staged:
-        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw)
+        # eight warps a pass program: behind the Triton casts, 1.5-2.2 points faster at 4096x6144 and up to 1.2 at
+        # 8192x8192 than four, level at 16384x8192 (H200, docs/performance.md)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, idx64, hw, 8)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     return result
