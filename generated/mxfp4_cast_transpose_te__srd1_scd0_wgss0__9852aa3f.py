@@ -1346,7 +1346,8 @@ def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
                          num_warps=warps, launch_pdl=True)
     if staged:
-        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 4)  # eight: level or lower here
+        # four warps a pass program: behind this kernel eight ran level or lower (H200, docs/performance.md)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 4)
 
 
 def _sizes(M, N):
