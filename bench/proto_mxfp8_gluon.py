@@ -1,0 +1,206 @@
+"""Prototype, to decide a path (not shipped): `mxfp8_floor_transposed` (plain scales) in Gluon with no
+transposition through shared memory.
+
+The Triton kernel moves its bf16 tile through shared memory so that the transposed colwise codes leave as
+runs of consecutive rows (performance log: the transposition is what holds it 6.5-7 points under
+`mxfp8_nvte`). Here the tile is loaded in a layout where a thread holds 4 consecutive rows of 8 consecutive
+columns, and a warp 32 rows of 32 columns (8 threads down, 4 across): a row block (32 columns) lies in 4
+threads of one row, a column block (32 rows) in 8 threads of one warp, so both amaxes are shuffles, with no
+shared memory or barrier. The rowwise codes leave as 8 bytes a thread, the transposed colwise codes as 4
+(a thread's 4 rows of one column are consecutive bytes of an output row; a warp's store writes 32 bytes of
+each of 4 output rows: whole sectors). Numerics are the generated module's own helpers (scale rule, E4M3
+convert); the scales are staged and moved by its scale pass, as the Triton kernel does with the pass on.
+
+    python bench/proto_mxfp8_gluon.py --offline        # compile for sm_90 here: registers, SASS mix
+    python bench/proto_mxfp8_gluon.py                  # GPU: bytes against the shipped kernel, then % of a copy
+
+Whole tiles only (M a multiple of 32 * warps, N of the tile's columns), bf16, 32-bit offsets.
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+GLUON_KERNEL = '''
+
+@gluon.jit
+def _proto_grid_dependency(wait: gl.constexpr):
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _proto_umax2(a, b):
+    """Two 16-bit unsigned maxima per instruction (max.u16x2): the reduction of |x| pairs."""
+    return gl.inline_asm_elementwise("max.u16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
+                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LT: gl.constexpr):
+    if N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_n = gl.program_id(0)
+    else:
+        pid_m = gl.program_id(0)
+        pid_n = gl.program_id(1)
+    # x as int32 words (two bf16 along N): a thread 4 rows of 4 words, a warp 32 rows of 16 words
+    LW: gl.constexpr = gl.BlockedLayout([4, 4], [8, 4], [W, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([4, 8], [8, 4], [W, 1], [1, 0])  # the same elements as bytes
+    _proto_grid_dependency(False)
+    _proto_grid_dependency(True)
+    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+    wcols = pid_n * (BN // 2) + gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
+    w = gl.load(x_ptr + gl.expand_dims(rows, 1) * (N // 2) + gl.expand_dims(wcols, 0))
+    ab = w & 0x7FFF7FFF  # |x| pairs as bf16 bits: integer order is value order, NaN above Inf
+    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                   [BM, BN])
+
+    # rowwise: 1x32 blocks, 4 threads a block
+    m = gl.reduce(gl.reshape(ab, [BM, BN // 32, 16]), 2, _proto_umax2)
+    mult, e = _scale_rowwise(gl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16)
+    x3 = gl.reshape(x, [BM, BN // 32, 32])
+    q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(2, x3.type.layout)), 2)
+    codes = gl.convert_layout(gl.reshape(_codes_rowwise(q, True), [BM, BN]), L)
+    rb = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L)), 1)
+    cb = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L)), 0)
+    gl.store(rd_ptr + rb * N + cb, codes)
+    LE: gl.constexpr = e.type.layout
+    rr = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, LE)), 1)
+    cc = gl.expand_dims(gl.arange(0, BN // 32, layout=gl.SliceLayout(0, LE)), 0)
+    gl.store(rs_ptr + (pid_m * GRID_N + pid_n) * (BM * (BN // 32)) + rr * (BN // 32) + cc, e.to(gl.uint8),
+             eviction_policy="evict_last")
+
+    # colwise: 32x1 blocks, 8 threads of one warp a block (each word's halves: two columns); codes transposed
+    m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _proto_umax2)
+    mult, e = _scale_colwise(gl.reshape(gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BM // 32, BN]) << 16)
+    x3 = gl.reshape(x, [BM // 32, 32, BN])
+    q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(1, x3.type.layout)), 1)
+    codes = gl.permute(gl.convert_layout(gl.reshape(_codes_colwise(q, True), [BM, BN]), L), [1, 0])
+    # the same threads and elements, the thread's 4 consecutive rows (output bytes) first: 4-byte stores
+    codes = gl.convert_layout(codes, LT)
+    tn = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, LT)), 1)
+    tm = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, LT)), 0)
+    gl.store(cd_ptr + tn * M + tm, codes)
+    LE2: gl.constexpr = e.type.layout
+    rb = gl.expand_dims(gl.arange(0, BM // 32, layout=gl.SliceLayout(1, LE2)), 1)
+    cc = gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, LE2)), 0)
+    gl.store(cs_ptr + (pid_m * GRID_N + pid_n) * ((BM // 32) * BN) + rb * BN + cc, e.to(gl.uint8),
+             eviction_policy="evict_last")
+
+
+def _proto_store_layout(block_n, warps):
+    """[BN, BM] codes, each thread's elements and lanes those of the load layout transposed, its registers
+    ordered with the 4 consecutive rows (m) first, then 8 columns (n), then the column repeats."""
+    import math
+    regs = [[0, 1], [0, 2], [1, 0], [2, 0], [4, 0]] + [[32 << i, 0] for i in range(int(math.log2(block_n // 32)))]
+    lanes = [[8, 0], [16, 0], [0, 4], [0, 8], [0, 16]]
+    warp_bases = [[0, 32 << i] for i in range(int(math.log2(warps)))]
+    return gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
+
+
+def quantize_proto(x, block_n=64, warps=2, n_first=True, compile_only=False):
+    """The prototype's outputs (plain buffers, the shipped layouts) for bf16 x of whole tiles."""
+    x2 = x.reshape(-1, x.shape[-1])
+    M, N = x2.shape
+    block_m = 32 * warps
+    assert M % block_m == 0 and N % block_n == 0 and M * N < 2 ** 31, "whole tiles, 32-bit offsets only"
+    bufs = {k: torch.empty(s[2], dtype=DTYPES[k], device=x.device) for k, s in _shapes(M, N).items()}
+    grid_m, grid_n = M // block_m, N // block_n
+    scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n)
+    grid = (grid_n, grid_m) if n_first else (grid_m, grid_n)
+    args = (x2.view(torch.int32), bufs["rowwise_data"], scratch["rowwise_scale"], bufs["colwise_data"],
+            scratch["colwise_scale"], M, N, grid_n)
+    meta = dict(BM=block_m, BN=block_n, W=warps, N_FIRST=n_first, num_warps=warps,
+                LT=_proto_store_layout(block_n, warps))
+    if compile_only:
+        return _proto_kernel.warmup(*args, **meta, grid=(1,))
+    _proto_kernel[grid](*args, **meta, launch_pdl=True)
+    _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, False, True, 8)
+    return bufs
+'''
+
+
+def load_module():
+    """The shipped module of mxfp8_floor_transposed (plain scales) with the prototype appended, under its own name."""
+    import importlib.util
+    from quantlay.generated import find
+    mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
+    src = open(mod.__file__).read()
+    src = src.replace(f'NAME = "{mod.NAME}"', 'NAME = "proto_mxfp8_gluon"')
+    src += "\n\nfrom triton.experimental import gluon\nfrom triton.experimental.gluon import language as gl\n"
+    src += GLUON_KERNEL
+    path = Path(tempfile.mkdtemp()) / "proto_mxfp8_gluon.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = m
+    spec.loader.exec_module(m)
+    return mod, m
+
+
+def offline(m, mix=False):
+    """Compile for sm_90 without a GPU: registers, spills, the SASS mix (tests/hopper_compile.py's helpers)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from triton.runtime import driver
+    from hopper_compile import Sm90, resources, sass_ops
+    driver.set_active(Sm90())
+    for bn, warps in ((64, 1), (64, 2), (128, 1), (128, 2), (64, 4)):
+        k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, compile_only=True)
+        ops, res = sass_ops(k.asm["cubin"]), resources(k.asm["cubin"])
+        if mix:
+            print(ops.most_common(30))
+        mem = {o: c for o, c in ops.items() if o.startswith(("LDG", "STG", "LDS", "STS", "BAR", "SHFL"))}
+        print(f"{32 * warps}x{bn} on {warps} warp(s): {res['reg']} registers, {res['stack']} bytes of stack, "
+              f"{sum(ops.values())} SASS instructions = {sum(ops.values()) / bn:.1f} lane-instructions an element; "
+              f"{dict(sorted(mem.items()))}")
+
+
+def on_gpu(mod, m, shapes, configs):
+    """Bytes against the shipped kernel on special and normal inputs, then % of a copy beside it, in one process."""
+    from quantlay import inputs
+    from quantlay.bench import bytes_moved, copy_gbps, fastest_in_turn, pct_of_copy, same_bytes
+    bad = 0
+    for M, N in ((256, 512), (4096, 6144)):
+        for kind, x in (("specials", inputs.specials(M, N, seed=1)), ("normal", inputs.normal(M, N, seed=2))):
+            x = x.to(torch.bfloat16).cuda()
+            ref = mod.quantize(x)
+            for bn, warps in configs:
+                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps)]):
+                    bad += 1
+                    print(f"BYTES DIFFER: {kind} {M}x{N}, {32 * warps}x{bn}", flush=True)
+    print(f"bytes: {'all equal' if not bad else f'{bad} cases differ'}", flush=True)
+    copy = copy_gbps()
+    for M, N in shapes:
+        x = inputs.normal(M, N, seed=0).to(torch.bfloat16).cuda()
+        moved = bytes_moved(x, mod.quantize(x).values())
+        calls = [lambda: mod.quantize(x)] + [lambda bn=bn, w=w: m.quantize_proto(x, block_n=bn, warps=w)
+                                             for bn, w in configs]
+        best = fastest_in_turn(calls)
+        print(f"{M}x{N}: shipped {pct_of_copy(moved, best[0], copy):.1f}%  " + "  ".join(
+            f"{32 * w}x{bn} ({w} warps) {pct_of_copy(moved, t, copy):.1f}%" for (bn, w), t in zip(configs, best[1:])),
+            flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--offline", action="store_true")
+    p.add_argument("--mix", action="store_true", help="with --offline: the 30 commonest SASS instructions")
+    p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
+    p.add_argument("--configs", default="64:1,64:2,128:1,128:2,64:4", help="block_n:warps, comma-separated")
+    a = p.parse_args()
+    mod, m = load_module()
+    if a.offline:
+        offline(m, a.mix)
+        return
+    configs = [tuple(int(v) for v in c.split(":")) for c in a.configs.split(",")]
+    on_gpu(mod, m, [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], configs)
+
+
+if __name__ == "__main__":
+    main()
