@@ -10,9 +10,11 @@ shared memory or barrier. The rowwise codes leave as 8 bytes a thread, the trans
 (a thread's 4 rows of one column are consecutive bytes of an output row; a warp's store writes 32 bytes of
 each of 4 output rows: whole sectors). Numerics are the generated module's own helpers (scale rule, E4M3
 convert); the scales are staged and moved by its scale pass, as the Triton kernel does with the pass on.
+With `spread` (SPREAD), each block's scale math runs once: the block maxima go one a lane (through shared
+memory, the only use of it) and the multipliers come back.
 
-    python bench/proto_mxfp8_gluon.py --offline        # compile for sm_90 here: registers, SASS mix
-    python bench/proto_mxfp8_gluon.py                  # GPU: bytes against the shipped kernel, then % of a copy
+    python bench/proto_mxfp8_gluon.py --offline [--spread]   # compile for sm_90 here: registers, SASS mix
+    python bench/proto_mxfp8_gluon.py                        # GPU: bytes against the shipped kernel, then % of a copy
 
 Whole tiles only (M a multiple of 32 * warps, N of the tile's columns), bf16, 32-bit offsets.
 """
@@ -42,7 +44,8 @@ def _proto_umax2(a, b):
 
 @gluon.jit
 def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
-                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LT: gl.constexpr):
+                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LT: gl.constexpr,
+                  SPREAD: gl.constexpr):
     if N_FIRST:
         pid_m = gl.program_id(1)
         pid_n = gl.program_id(0)
@@ -63,6 +66,8 @@ def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
 
     # rowwise: 1x32 blocks, 4 threads a block
     m = gl.reduce(gl.reshape(ab, [BM, BN // 32, 16]), 2, _proto_umax2)
+    if SPREAD:  # each block's scale math once: the blocks spread one a lane (BN // 32 a lane), then back
+        m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 32], [32, 1], [W, 1], [1, 0]))
     mult, e = _scale_rowwise(gl.maximum(m & 0xFFFF, (m >> 16) & 0xFFFF) << 16)
     x3 = gl.reshape(x, [BM, BN // 32, 32])
     q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(2, x3.type.layout)), 2)
@@ -78,6 +83,8 @@ def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
 
     # colwise: 32x1 blocks, 8 threads of one warp a block (each word's halves: two columns); codes transposed
     m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _proto_umax2)
+    if SPREAD:
+        m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 64], [1, 32], [W, 1], [1, 0]))
     mult, e = _scale_colwise(gl.reshape(gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BM // 32, BN]) << 16)
     x3 = gl.reshape(x, [BM // 32, 32, BN])
     q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(1, x3.type.layout)), 1)
@@ -104,7 +111,7 @@ def _proto_store_layout(block_n, warps):
     return gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
 
 
-def quantize_proto(x, block_n=64, warps=2, n_first=True, compile_only=False):
+def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, compile_only=False):
     """The prototype's outputs (plain buffers, the shipped layouts) for bf16 x of whole tiles."""
     x2 = x.reshape(-1, x.shape[-1])
     M, N = x2.shape
@@ -117,7 +124,7 @@ def quantize_proto(x, block_n=64, warps=2, n_first=True, compile_only=False):
     args = (x2.view(torch.int32), bufs["rowwise_data"], scratch["rowwise_scale"], bufs["colwise_data"],
             scratch["colwise_scale"], M, N, grid_n)
     meta = dict(BM=block_m, BN=block_n, W=warps, N_FIRST=n_first, num_warps=warps,
-                LT=_proto_store_layout(block_n, warps))
+                LT=_proto_store_layout(block_n, warps), SPREAD=spread)
     if compile_only:
         return _proto_kernel.warmup(*args, **meta, grid=(1,))
     _proto_kernel[grid](*args, **meta, launch_pdl=True)
@@ -144,14 +151,15 @@ def load_module():
     return mod, m
 
 
-def offline(m, mix=False):
+def offline(m, mix=False, spread=False):
     """Compile for sm_90 without a GPU: registers, spills, the SASS mix (tests/hopper_compile.py's helpers)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from triton.runtime import driver
     from hopper_compile import Sm90, resources, sass_ops
     driver.set_active(Sm90())
     for bn, warps in ((64, 1), (64, 2), (128, 1), (128, 2), (64, 4)):
-        k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, compile_only=True)
+        k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, spread=spread,
+                             compile_only=True)
         ops, res = sass_ops(k.asm["cubin"]), resources(k.asm["cubin"])
         if mix:
             print(ops.most_common(30))
@@ -170,20 +178,21 @@ def on_gpu(mod, m, shapes, configs):
         for kind, x in (("specials", inputs.specials(M, N, seed=1)), ("normal", inputs.normal(M, N, seed=2))):
             x = x.to(torch.bfloat16).cuda()
             ref = mod.quantize(x)
-            for bn, warps in configs:
-                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps)]):
+            for bn, warps, spread in configs:
+                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps, spread=spread)]):
                     bad += 1
-                    print(f"BYTES DIFFER: {kind} {M}x{N}, {32 * warps}x{bn}", flush=True)
+                    print(f"BYTES DIFFER: {kind} {M}x{N}, {32 * warps}x{bn}{' spread' if spread else ''}", flush=True)
     print(f"bytes: {'all equal' if not bad else f'{bad} cases differ'}", flush=True)
     copy = copy_gbps()
     for M, N in shapes:
         x = inputs.normal(M, N, seed=0).to(torch.bfloat16).cuda()
         moved = bytes_moved(x, mod.quantize(x).values())
-        calls = [lambda: mod.quantize(x)] + [lambda bn=bn, w=w: m.quantize_proto(x, block_n=bn, warps=w)
-                                             for bn, w in configs]
+        calls = [lambda: mod.quantize(x)] + [
+            lambda bn=bn, w=w, sp=sp: m.quantize_proto(x, block_n=bn, warps=w, spread=sp) for bn, w, sp in configs]
         best = fastest_in_turn(calls)
         print(f"{M}x{N}: shipped {pct_of_copy(moved, best[0], copy):.1f}%  " + "  ".join(
-            f"{32 * w}x{bn} ({w} warps) {pct_of_copy(moved, t, copy):.1f}%" for (bn, w), t in zip(configs, best[1:])),
+            f"{32 * w}x{bn}{'s' if sp else ''} ({w} warps) {pct_of_copy(moved, t, copy):.1f}%"
+            for (bn, w, sp), t in zip(configs, best[1:])),
             flush=True)
 
 
@@ -191,14 +200,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--offline", action="store_true")
     p.add_argument("--mix", action="store_true", help="with --offline: the 30 commonest SASS instructions")
+    p.add_argument("--spread", action="store_true", help="with --offline: the scale math spread (SPREAD)")
     p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
-    p.add_argument("--configs", default="64:1,64:2,128:1,128:2,64:4", help="block_n:warps, comma-separated")
+    p.add_argument("--configs", default="64:1,64:2,128:2,64:4,64:1:s,64:2:s,128:1:s,128:2:s,64:4:s",
+                   help="block_n:warps[:s] (s: the scale math spread), comma-separated")
     a = p.parse_args()
     mod, m = load_module()
     if a.offline:
-        offline(m, a.mix)
+        offline(m, a.mix, a.spread)
         return
-    configs = [tuple(int(v) for v in c.split(":")) for c in a.configs.split(",")]
+    configs = [(int(c.split(":")[0]), int(c.split(":")[1]), c.endswith(":s")) for c in a.configs.split(",")]
     on_gpu(mod, m, [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], configs)
 
 
