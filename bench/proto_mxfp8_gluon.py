@@ -1,4 +1,4 @@
-"""Prototype, to decide a path (not shipped): `mxfp8_floor_transposed` (plain scales) in Gluon with no
+"""Prototype, to decide a path (not shipped): `mxfp8_floor_transposed` in Gluon with no
 transposition through shared memory.
 
 The Triton kernel moves its bf16 tile through shared memory so that the transposed colwise codes leave as
@@ -11,14 +11,18 @@ shared memory or barrier. The rowwise codes leave as 8 bytes a thread, the trans
 each of 4 output rows: whole sectors). Numerics are the generated module's own helpers (scale rule, E4M3
 convert); the scales are staged and moved by its scale pass, as the Triton kernel does with the pass on.
 With `spread` (SPREAD), each block's scale math runs once: the block maxima go one a lane (through shared
-memory, the only use of it) and the multipliers come back.
+memory, the only use of it) and the multipliers come back. With `direct` (DIRECT), the scales go straight into
+their layout by the module's own index arithmetic (read from its _scale_block_<key>), as the shipped kernel does
+with swizzled scales; the GPU run times plain scales both ways and swizzled ones direct.
 
     python bench/proto_mxfp8_gluon.py --offline [--spread]   # compile for sm_90 here: registers, SASS mix
     python bench/proto_mxfp8_gluon.py                        # GPU: bytes against the shipped kernel, then % of a copy
 
-Whole tiles only (M a multiple of 32 * warps, N of the tile's columns), bf16, 32-bit offsets.
+Whole tiles only (M a multiple of 32 * warps, N of the tile's columns; with direct swizzled scales, no padding
+cell), bf16, 32-bit offsets.
 """
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -43,9 +47,9 @@ def _proto_umax2(a, b):
 
 
 @gluon.jit
-def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
+def _proto_kernel(x_ptr, rd_ptr, rowwise_scale_ptr, cd_ptr, colwise_scale_ptr, M, N, @SIZES@, GRID_N,
                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LT: gl.constexpr,
-                  SPREAD: gl.constexpr):
+                  SPREAD: gl.constexpr, DIRECT: gl.constexpr):
     if N_FIRST:
         pid_m = gl.program_id(1)
         pid_n = gl.program_id(0)
@@ -78,8 +82,15 @@ def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
     LE: gl.constexpr = e.type.layout
     rr = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, LE)), 1)
     cc = gl.expand_dims(gl.arange(0, BN // 32, layout=gl.SliceLayout(0, LE)), 0)
-    gl.store(rs_ptr + (pid_m * GRID_N + pid_n) * (BM * (BN // 32)) + rr * (BN // 32) + cc, e.to(gl.uint8),
-             eviction_policy="evict_last")
+    if DIRECT:  # into the layout, by the module's own index arithmetic (whole tiles: no mask, no padding)
+        ti = pid_m * BM + rr
+        tj = pid_n * (BN // 32) + cc
+        r = @R_ROW@
+        c = @C_ROW@
+        gl.store(rowwise_scale_ptr + @OFF_ROW@, e.to(gl.uint8))
+    else:
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BN // 32)) + rr * (BN // 32) + cc,
+                 e.to(gl.uint8), eviction_policy="evict_last")
 
     # colwise: 32x1 blocks, 8 threads of one warp a block (each word's halves: two columns); codes transposed
     m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _proto_umax2)
@@ -97,8 +108,15 @@ def _proto_kernel(x_ptr, rd_ptr, rs_ptr, cd_ptr, cs_ptr, M, N, GRID_N,
     LE2: gl.constexpr = e.type.layout
     rb = gl.expand_dims(gl.arange(0, BM // 32, layout=gl.SliceLayout(1, LE2)), 1)
     cc = gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, LE2)), 0)
-    gl.store(cs_ptr + (pid_m * GRID_N + pid_n) * ((BM // 32) * BN) + rb * BN + cc, e.to(gl.uint8),
-             eviction_policy="evict_last")
+    if DIRECT:
+        ti = pid_m * (BM // 32) + rb
+        tj = pid_n * BN + cc
+        r = @R_COL@
+        c = @C_COL@
+        gl.store(colwise_scale_ptr + @OFF_COL@, e.to(gl.uint8))
+    else:
+        gl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BM // 32) * BN) + rb * BN + cc, e.to(gl.uint8),
+                 eviction_policy="evict_last")
 
 
 def _proto_store_layout(block_n, warps):
@@ -111,7 +129,7 @@ def _proto_store_layout(block_n, warps):
     return gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
 
 
-def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, compile_only=False):
+def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=False, compile_only=False):
     """The prototype's outputs (plain buffers, the shipped layouts) for bf16 x of whole tiles."""
     x2 = x.reshape(-1, x.shape[-1])
     M, N = x2.shape
@@ -119,29 +137,46 @@ def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, compile_o
     assert M % block_m == 0 and N % block_n == 0 and M * N < 2 ** 31, "whole tiles, 32-bit offsets only"
     bufs = {k: torch.empty(s[2], dtype=DTYPES[k], device=x.device) for k, s in _shapes(M, N).items()}
     grid_m, grid_n = M // block_m, N // block_n
-    scratch = _scale_scratch(x2, grid_m, grid_n, block_m, block_n)
+    scratch = {} if direct else _scale_scratch(x2, grid_m, grid_n, block_m, block_n)
     grid = (grid_n, grid_m) if n_first else (grid_m, grid_n)
-    args = (x2.view(torch.int32), bufs["rowwise_data"], scratch["rowwise_scale"], bufs["colwise_data"],
-            scratch["colwise_scale"], M, N, grid_n)
+    args = (x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]),
+            bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, *_sizes(M, N), grid_n)
     meta = dict(BM=block_m, BN=block_n, W=warps, N_FIRST=n_first, num_warps=warps,
-                LT=_proto_store_layout(block_n, warps), SPREAD=spread)
+                LT=_proto_store_layout(block_n, warps), SPREAD=spread, DIRECT=direct)
     if compile_only:
         return _proto_kernel.warmup(*args, **meta, grid=(1,))
     _proto_kernel[grid](*args, **meta, launch_pdl=True)
-    _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, False, True, 8)
+    if not direct:
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, False, True, 8)
     return bufs
 '''
 
 
-def load_module():
-    """The shipped module of mxfp8_floor_transposed (plain scales) with the prototype appended, under its own name."""
+def layout_store(src, key):
+    """(r, c, offset) expressions of an output's layout, as the module's _scale_block_<key> stores through it."""
+    body = src[src.index(f"def _scale_block_{key}("):]
+    body = body[:body.index("\n\n\n")]
+    r = re.search(r"^    r = (.*)$", body, re.M).group(1)
+    c = re.search(r"^    c = (.*)$", body, re.M).group(1)
+    off = re.search(rf"tl\.store\({key}_ptr \+ (.*?), \(?val\)?\.to\(", body).group(1)
+    return r, c, off
+
+
+def load_module(swizzled=False):
+    """The shipped module of mxfp8_floor_transposed with the prototype appended, under its own name."""
     import importlib.util
+    import inspect
     from quantlay.generated import find
-    mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
+    mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=swizzled)
     src = open(mod.__file__).read()
     src = src.replace(f'NAME = "{mod.NAME}"', 'NAME = "proto_mxfp8_gluon"')
     src += "\n\nfrom triton.experimental import gluon\nfrom triton.experimental.gluon import language as gl\n"
-    src += GLUON_KERNEL
+    sizes = re.findall(r"^    (s\d+) = ", inspect.getsource(mod._sizes), re.M)  # the size arguments, in order
+    kernel = GLUON_KERNEL.replace("@SIZES@", ", ".join(sizes))
+    for key, tag in (("rowwise_scale", "ROW"), ("colwise_scale", "COL")):
+        for name, expr in zip(("R", "C", "OFF"), layout_store(src, key)):
+            kernel = kernel.replace(f"@{name}_{tag}@", expr)
+    src += kernel
     path = Path(tempfile.mkdtemp()) / "proto_mxfp8_gluon.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -151,7 +186,7 @@ def load_module():
     return mod, m
 
 
-def offline(m, mix=False, spread=False):
+def offline(m, mix=False, spread=False, direct=False):
     """Compile for sm_90 without a GPU: registers, spills, the SASS mix (tests/hopper_compile.py's helpers)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from triton.runtime import driver
@@ -159,7 +194,7 @@ def offline(m, mix=False, spread=False):
     driver.set_active(Sm90())
     for bn, warps in ((64, 1), (64, 2), (128, 1), (128, 2), (64, 4)):
         k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, spread=spread,
-                             compile_only=True)
+                             direct=direct, compile_only=True)
         ops, res = sass_ops(k.asm["cubin"]), resources(k.asm["cubin"])
         if mix:
             print(ops.most_common(30))
@@ -167,6 +202,10 @@ def offline(m, mix=False, spread=False):
         print(f"{32 * warps}x{bn} on {warps} warp(s): {res['reg']} registers, {res['stack']} bytes of stack, "
               f"{sum(ops.values())} SASS instructions = {sum(ops.values()) / bn:.1f} lane-instructions an element; "
               f"{dict(sorted(mem.items()))}")
+
+
+def label(bn, warps, spread, direct):
+    return f"{32 * warps}x{bn}/{warps}w{' spread' if spread else ''}{' direct' if direct else ''}"
 
 
 def on_gpu(mod, m, shapes, configs):
@@ -178,21 +217,20 @@ def on_gpu(mod, m, shapes, configs):
         for kind, x in (("specials", inputs.specials(M, N, seed=1)), ("normal", inputs.normal(M, N, seed=2))):
             x = x.to(torch.bfloat16).cuda()
             ref = mod.quantize(x)
-            for bn, warps, spread in configs:
-                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps, spread=spread)]):
+            for bn, warps, spread, direct in configs:
+                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps, spread=spread, direct=direct)]):
                     bad += 1
-                    print(f"BYTES DIFFER: {kind} {M}x{N}, {32 * warps}x{bn}{' spread' if spread else ''}", flush=True)
+                    print(f"BYTES DIFFER: {kind} {M}x{N}, {label(bn, warps, spread, direct)}", flush=True)
     print(f"bytes: {'all equal' if not bad else f'{bad} cases differ'}", flush=True)
     copy = copy_gbps()
     for M, N in shapes:
         x = inputs.normal(M, N, seed=0).to(torch.bfloat16).cuda()
         moved = bytes_moved(x, mod.quantize(x).values())
         calls = [lambda: mod.quantize(x)] + [
-            lambda bn=bn, w=w, sp=sp: m.quantize_proto(x, block_n=bn, warps=w, spread=sp) for bn, w, sp in configs]
+            lambda c=c: m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], direct=c[3]) for c in configs]
         best = fastest_in_turn(calls)
         print(f"{M}x{N}: shipped {pct_of_copy(moved, best[0], copy):.1f}%  " + "  ".join(
-            f"{32 * w}x{bn}{'s' if sp else ''} ({w} warps) {pct_of_copy(moved, t, copy):.1f}%"
-            for (bn, w, sp), t in zip(configs, best[1:])),
+            f"{label(*c)} {pct_of_copy(moved, t, copy):.1f}%" for c, t in zip(configs, best[1:])),
             flush=True)
 
 
@@ -201,16 +239,24 @@ def main():
     p.add_argument("--offline", action="store_true")
     p.add_argument("--mix", action="store_true", help="with --offline: the 30 commonest SASS instructions")
     p.add_argument("--spread", action="store_true", help="with --offline: the scale math spread (SPREAD)")
+    p.add_argument("--direct", action="store_true", help="with --offline: scales stored into the layout (DIRECT)")
+    p.add_argument("--layouts", default="plain,swizzled", help="the scale layouts (plain: staged for the pass "
+                   "as the shipped kernel's entries do, or direct; swizzled: direct, as shipped)")
     p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
-    p.add_argument("--configs", default="64:1,64:2,128:2,64:4,64:1:s,64:2:s,128:1:s,128:2:s,64:4:s",
+    p.add_argument("--configs", default="64:1,64:2,128:2,64:1:s,64:2:s,128:2:s,64:4:s",
                    help="block_n:warps[:s] (s: the scale math spread), comma-separated")
     a = p.parse_args()
-    mod, m = load_module()
-    if a.offline:
-        offline(m, a.mix, a.spread)
-        return
     configs = [(int(c.split(":")[0]), int(c.split(":")[1]), c.endswith(":s")) for c in a.configs.split(",")]
-    on_gpu(mod, m, [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], configs)
+    for layout in a.layouts.split(","):
+        mod, m = load_module(swizzled=layout == "swizzled")
+        if a.offline:
+            print(f"== {layout} scales")
+            offline(m, a.mix, a.spread, a.direct or layout == "swizzled")
+            continue
+        print(f"== {mod.NAME}", flush=True)
+        direct = [False, True] if layout == "plain" else [True]
+        on_gpu(mod, m, [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")],
+               [c + (d,) for d in direct for c in configs])
 
 
 if __name__ == "__main__":
