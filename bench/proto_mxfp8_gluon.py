@@ -13,10 +13,11 @@ convert); the scales are staged and moved by its scale pass, as the Triton kerne
 With `spread` (SPREAD), each block's scale math runs once: the block maxima go one a lane (through shared
 memory, the only use of it) and the multipliers come back. With `direct` (DIRECT), the scales go straight into
 their layout by the module's own index arithmetic (read from its _scale_block_<key>), as the shipped kernel does
-with swizzled scales; the GPU run times plain scales both ways and swizzled ones direct.
+with swizzled scales; the GPU run times plain scales both ways and swizzled ones direct. With `rpt` 8, a thread
+holds 8 rows (a warp 32x64), and the transposed codes leave as 8 bytes a thread too.
 
-    python bench/proto_mxfp8_gluon.py --offline [--spread]   # compile for sm_90 here: registers, SASS mix
-    python bench/proto_mxfp8_gluon.py                        # GPU: bytes against the shipped kernel, then % of a copy
+    python bench/proto_mxfp8_gluon.py --offline [--spread] [--rpt 8]   # compile for sm_90 here: registers, SASS
+    python bench/proto_mxfp8_gluon.py                  # GPU: bytes against the shipped kernel, then % of a copy
 
 Whole tiles only (M a multiple of 32 * warps, N of the tile's columns; with direct swizzled scales, no padding
 cell), bf16, 32-bit offsets.
@@ -48,17 +49,16 @@ def _proto_umax2(a, b):
 
 @gluon.jit
 def _proto_kernel(x_ptr, rd_ptr, rowwise_scale_ptr, cd_ptr, colwise_scale_ptr, M, N, @SIZES@, GRID_N,
-                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LT: gl.constexpr,
-                  SPREAD: gl.constexpr, DIRECT: gl.constexpr):
+                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, N_FIRST: gl.constexpr, LW: gl.constexpr,
+                  L: gl.constexpr, LT: gl.constexpr, SPREAD: gl.constexpr, DIRECT: gl.constexpr):
     if N_FIRST:
         pid_m = gl.program_id(1)
         pid_n = gl.program_id(0)
     else:
         pid_m = gl.program_id(0)
         pid_n = gl.program_id(1)
-    # x as int32 words (two bf16 along N): a thread 4 rows of 4 words, a warp 32 rows of 16 words
-    LW: gl.constexpr = gl.BlockedLayout([4, 4], [8, 4], [W, 1], [1, 0])
-    L: gl.constexpr = gl.BlockedLayout([4, 8], [8, 4], [W, 1], [1, 0])  # the same elements as bytes
+    # x as int32 words (two bf16 along N) in LW: a thread RPT rows of 4 words, a warp 32 rows; L: the same
+    # elements one a lane slot (codes); LT: L transposed, a thread's RPT consecutive rows first (_proto_layouts)
     _proto_grid_dependency(False)
     _proto_grid_dependency(True)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
@@ -92,7 +92,7 @@ def _proto_kernel(x_ptr, rd_ptr, rowwise_scale_ptr, cd_ptr, colwise_scale_ptr, M
         gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BN // 32)) + rr * (BN // 32) + cc,
                  e.to(gl.uint8), eviction_policy="evict_last")
 
-    # colwise: 32x1 blocks, 8 threads of one warp a block (each word's halves: two columns); codes transposed
+    # colwise: 32x1 blocks, 32 // RPT threads of one warp a block (each word's halves: two columns); codes transposed
     m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _proto_umax2)
     if SPREAD:
         m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 64], [1, 32], [W, 1], [1, 0]))
@@ -119,17 +119,23 @@ def _proto_kernel(x_ptr, rd_ptr, rowwise_scale_ptr, cd_ptr, colwise_scale_ptr, M
                  eviction_policy="evict_last")
 
 
-def _proto_store_layout(block_n, warps):
-    """[BN, BM] codes, each thread's elements and lanes those of the load layout transposed, its registers
-    ordered with the 4 consecutive rows (m) first, then 8 columns (n), then the column repeats."""
+def _proto_layouts(block_n, warps, rpt):
+    """(LW, L, LT): a thread holds rpt consecutive rows of 8 consecutive columns, a warp 32 rows (32 // rpt
+    threads down, rpt across, so a 32-row block lies in one warp and a 32-column block in 4 threads); LT is L
+    transposed ([BN, BM]) with the same threads and elements, its registers ordered with the rpt consecutive
+    rows (m) first, then the 8 columns (n), then the column repeats: rpt-byte stores of the transposed codes."""
     import math
-    regs = [[0, 1], [0, 2], [1, 0], [2, 0], [4, 0]] + [[32 << i, 0] for i in range(int(math.log2(block_n // 32)))]
-    lanes = [[8, 0], [16, 0], [0, 4], [0, 8], [0, 16]]
+    lw = gl.BlockedLayout([rpt, 4], [32 // rpt, rpt], [warps, 1], [1, 0])
+    lb = gl.BlockedLayout([rpt, 8], [32 // rpt, rpt], [warps, 1], [1, 0])
+    lg = int(math.log2(rpt))
+    regs = ([[0, 1 << i] for i in range(lg)] + [[1, 0], [2, 0], [4, 0]]
+            + [[8 * rpt << i, 0] for i in range(int(math.log2(block_n // (8 * rpt))))])
+    lanes = [[8 << i, 0] for i in range(lg)] + [[0, rpt << i] for i in range(5 - lg)]
     warp_bases = [[0, 32 << i] for i in range(int(math.log2(warps)))]
-    return gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
+    return lw, lb, gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
 
 
-def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=False, compile_only=False):
+def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=False, rpt=4, compile_only=False):
     """The prototype's outputs (plain buffers, the shipped layouts) for bf16 x of whole tiles."""
     x2 = x.reshape(-1, x.shape[-1])
     M, N = x2.shape
@@ -142,7 +148,8 @@ def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=Fa
     args = (x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]),
             bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, *_sizes(M, N), grid_n)
     meta = dict(BM=block_m, BN=block_n, W=warps, N_FIRST=n_first, num_warps=warps,
-                LT=_proto_store_layout(block_n, warps), SPREAD=spread, DIRECT=direct)
+                SPREAD=spread, DIRECT=direct)
+    meta["LW"], meta["L"], meta["LT"] = _proto_layouts(block_n, warps, rpt)
     if compile_only:
         return _proto_kernel.warmup(*args, **meta, grid=(1,))
     _proto_kernel[grid](*args, **meta, launch_pdl=True)
@@ -186,7 +193,7 @@ def load_module(swizzled=False):
     return mod, m
 
 
-def offline(m, mix=False, spread=False, direct=False):
+def offline(m, mix=False, spread=False, direct=False, rpt=4):
     """Compile for sm_90 without a GPU: registers, spills, the SASS mix (tests/hopper_compile.py's helpers)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from triton.runtime import driver
@@ -194,7 +201,7 @@ def offline(m, mix=False, spread=False, direct=False):
     driver.set_active(Sm90())
     for bn, warps in ((64, 1), (64, 2), (128, 1), (128, 2), (64, 4)):
         k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, spread=spread,
-                             direct=direct, compile_only=True)
+                             direct=direct, rpt=rpt, compile_only=True)
         ops, res = sass_ops(k.asm["cubin"]), resources(k.asm["cubin"])
         if mix:
             print(ops.most_common(30))
@@ -204,8 +211,8 @@ def offline(m, mix=False, spread=False, direct=False):
               f"{dict(sorted(mem.items()))}")
 
 
-def label(bn, warps, spread, direct):
-    return f"{32 * warps}x{bn}/{warps}w{' spread' if spread else ''}{' direct' if direct else ''}"
+def label(bn, warps, spread, rpt, direct):
+    return f"{32 * warps}x{bn}/{warps}w/{rpt}r{' spread' if spread else ''}{' direct' if direct else ''}"
 
 
 def on_gpu(mod, m, shapes, configs):
@@ -217,17 +224,19 @@ def on_gpu(mod, m, shapes, configs):
         for kind, x in (("specials", inputs.specials(M, N, seed=1)), ("normal", inputs.normal(M, N, seed=2))):
             x = x.to(torch.bfloat16).cuda()
             ref = mod.quantize(x)
-            for bn, warps, spread, direct in configs:
-                if not same_bytes([ref, m.quantize_proto(x, block_n=bn, warps=warps, spread=spread, direct=direct)]):
+            for c in configs:
+                if not same_bytes([ref, m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], rpt=c[3],
+                                                         direct=c[4])]):
                     bad += 1
-                    print(f"BYTES DIFFER: {kind} {M}x{N}, {label(bn, warps, spread, direct)}", flush=True)
+                    print(f"BYTES DIFFER: {kind} {M}x{N}, {label(*c)}", flush=True)
     print(f"bytes: {'all equal' if not bad else f'{bad} cases differ'}", flush=True)
     copy = copy_gbps()
     for M, N in shapes:
         x = inputs.normal(M, N, seed=0).to(torch.bfloat16).cuda()
         moved = bytes_moved(x, mod.quantize(x).values())
         calls = [lambda: mod.quantize(x)] + [
-            lambda c=c: m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], direct=c[3]) for c in configs]
+            lambda c=c: m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], rpt=c[3], direct=c[4])
+            for c in configs]
         best = fastest_in_turn(calls)
         print(f"{M}x{N}: shipped {pct_of_copy(moved, best[0], copy):.1f}%  " + "  ".join(
             f"{label(*c)} {pct_of_copy(moved, t, copy):.1f}%" for c, t in zip(configs, best[1:])),
@@ -240,18 +249,21 @@ def main():
     p.add_argument("--mix", action="store_true", help="with --offline: the 30 commonest SASS instructions")
     p.add_argument("--spread", action="store_true", help="with --offline: the scale math spread (SPREAD)")
     p.add_argument("--direct", action="store_true", help="with --offline: scales stored into the layout (DIRECT)")
+    p.add_argument("--rpt", type=int, default=4, help="with --offline: rows a thread (4 or 8)")
     p.add_argument("--layouts", default="plain,swizzled", help="the scale layouts (plain: staged for the pass "
                    "as the shipped kernel's entries do, or direct; swizzled: direct, as shipped)")
     p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
-    p.add_argument("--configs", default="64:1,64:2,128:2,64:1:s,64:2:s,128:2:s,64:4:s",
-                   help="block_n:warps[:s] (s: the scale math spread), comma-separated")
+    p.add_argument("--configs", help="block_n:warps[:s][:r8] (s: the scale math spread; r8: 8 rows a thread, "
+                   "else 4), comma-separated",
+                   default="64:1,64:2,128:2,64:1:s,64:2:s,128:2:s,64:4:s,64:1:s:r8,64:2:s:r8,128:2:s:r8")
     a = p.parse_args()
-    configs = [(int(c.split(":")[0]), int(c.split(":")[1]), c.endswith(":s")) for c in a.configs.split(",")]
+    fields = [c.split(":") for c in a.configs.split(",")]
+    configs = [(int(f[0]), int(f[1]), "s" in f[2:], 8 if "r8" in f[2:] else 4) for f in fields]
     for layout in a.layouts.split(","):
         mod, m = load_module(swizzled=layout == "swizzled")
         if a.offline:
             print(f"== {layout} scales")
-            offline(m, a.mix, a.spread, a.direct or layout == "swizzled")
+            offline(m, a.mix, a.spread, a.direct or layout == "swizzled", a.rpt)
             continue
         print(f"== {mod.NAME}", flush=True)
         direct = [False, True] if layout == "plain" else [True]
