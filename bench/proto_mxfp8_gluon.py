@@ -1,26 +1,24 @@
-"""Prototype, to decide a path (not shipped): `mxfp8_floor_transposed` in Gluon with no
-transposition through shared memory.
+"""Prototype, to decide a path (not shipped): `mxfp8_floor_transposed` in Gluon with no transposition through
+shared memory.
 
-The Triton kernel moves its bf16 tile through shared memory so that the transposed colwise codes leave as
-runs of consecutive rows (performance log: the transposition is what holds it 6.5-7 points under
-`mxfp8_nvte`). Here the tile is loaded in a layout where a thread holds 4 consecutive rows of 8 consecutive
-columns, and a warp 32 rows of 32 columns (8 threads down, 4 across): a row block (32 columns) lies in 4
-threads of one row, a column block (32 rows) in 8 threads of one warp, so both amaxes are shuffles, with no
-shared memory or barrier. The rowwise codes leave as 8 bytes a thread, the transposed colwise codes as 4
-(a thread's 4 rows of one column are consecutive bytes of an output row; a warp's store writes 32 bytes of
-each of 4 output rows: whole sectors). Numerics are the generated module's own helpers (scale rule, E4M3
-convert); the scales are staged and moved by its scale pass, as the Triton kernel does with the pass on.
-With `spread` (SPREAD), each block's scale math runs once: the block maxima go one a lane (through shared
-memory, the only use of it) and the multipliers come back. With `direct` (DIRECT), the scales go straight into
-their layout by the module's own index arithmetic (read from its _scale_block_<key>), as the shipped kernel does
-with swizzled scales; the GPU run times plain scales both ways and swizzled ones direct. With `rpt` 8, a thread
-holds 8 rows (a warp 32x64), and the transposed codes leave as 8 bytes a thread too.
+The Triton kernel moves its bf16 tile through shared memory so that the transposed colwise codes leave as runs
+of consecutive rows (performance log: the transposition is what holds it 6.5-7 points under `mxfp8_nvte`).
+Here a thread holds `rpt` (4 or 8) consecutive rows of 8 consecutive columns, `down` threads down a warp and
+32 / down across: a row block (32 columns) lies in 4 threads of one row and a column block (32 rows) in
+32 / rpt threads of one warp, so both amaxes are shuffles. The rowwise codes leave as 8 bytes a thread, the
+transposed colwise codes as rpt bytes (a thread's rows of one column are consecutive bytes of an output row;
+a warp's store writes whole sectors). Numerics are the generated module's own helpers (scale rule, E4M3
+convert). Plain scales are staged and moved by the module's scale pass, as the shipped kernel's entries do
+(or stored directly, --plain-direct); swizzled scales go straight into their layout by the module's own index
+arithmetic (read from its _scale_block_<key>), as the shipped kernel does. With `spread` (SPREAD) each block's
+scale math runs once: the block maxima go one a lane (through shared memory, its only use) and the
+multipliers come back.
 
-    python bench/proto_mxfp8_gluon.py --offline [--spread] [--rpt 8]   # compile for sm_90 here: registers, SASS
-    python bench/proto_mxfp8_gluon.py                  # GPU: bytes against the shipped kernel, then % of a copy
+    python bench/proto_mxfp8_gluon.py --offline [--spread] [--rpt 8] [--down 8]   # sm_90 compile here: SASS
+    python bench/proto_mxfp8_gluon.py        # GPU: bytes of every form against the shipped kernel, % of a copy
 
-Whole tiles only (M a multiple of 32 * warps, N of the tile's columns; with direct swizzled scales, no padding
-cell), bf16, 32-bit offsets.
+Whole tiles only (M a multiple of the tile's rows, N of its columns; with swizzled scales, no padding cell),
+bf16, 32-bit offsets.
 """
 import argparse
 import re
@@ -119,27 +117,29 @@ def _proto_kernel(x_ptr, rd_ptr, rowwise_scale_ptr, cd_ptr, colwise_scale_ptr, M
                  eviction_policy="evict_last")
 
 
-def _proto_layouts(block_n, warps, rpt):
-    """(LW, L, LT): a thread holds rpt consecutive rows of 8 consecutive columns, a warp 32 rows (32 // rpt
-    threads down, rpt across, so a 32-row block lies in one warp and a 32-column block in 4 threads); LT is L
+def _proto_layouts(block_n, warps, rpt, down):
+    """(LW, L, LT): a thread holds rpt consecutive rows of 8 consecutive columns, a warp `down` threads down and
+    32 // down across (a 32-row block in 32 // rpt threads of one warp, a 32-column block in 4 threads); LT is L
     transposed ([BN, BM]) with the same threads and elements, its registers ordered with the rpt consecutive
     rows (m) first, then the 8 columns (n), then the column repeats: rpt-byte stores of the transposed codes."""
     import math
-    lw = gl.BlockedLayout([rpt, 4], [32 // rpt, rpt], [warps, 1], [1, 0])
-    lb = gl.BlockedLayout([rpt, 8], [32 // rpt, rpt], [warps, 1], [1, 0])
-    lg = int(math.log2(rpt))
-    regs = ([[0, 1 << i] for i in range(lg)] + [[1, 0], [2, 0], [4, 0]]
-            + [[8 * rpt << i, 0] for i in range(int(math.log2(block_n // (8 * rpt))))])
-    lanes = [[8 << i, 0] for i in range(lg)] + [[0, rpt << i] for i in range(5 - lg)]
-    warp_bases = [[0, 32 << i] for i in range(int(math.log2(warps)))]
-    return lw, lb, gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, 32 * warps])
+    across = 32 // down
+    lw = gl.BlockedLayout([rpt, 4], [down, across], [warps, 1], [1, 0])
+    lb = gl.BlockedLayout([rpt, 8], [down, across], [warps, 1], [1, 0])
+    regs = ([[0, 1 << i] for i in range(int(math.log2(rpt)))] + [[1, 0], [2, 0], [4, 0]]
+            + [[8 * across << i, 0] for i in range(int(math.log2(block_n // (8 * across))))])
+    lanes = [[8 << i, 0] for i in range(int(math.log2(across)))] + [[0, rpt << i] for i in range(int(math.log2(down)))]
+    warp_bases = [[0, down * rpt << i] for i in range(int(math.log2(warps)))]
+    return lw, lb, gl.DistributedLinearLayout(regs, lanes, warp_bases, [], [block_n, down * rpt * warps])
 
 
-def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=False, rpt=4, compile_only=False):
+def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=False, rpt=4, down=0,
+                   compile_only=False):
     """The prototype's outputs (plain buffers, the shipped layouts) for bf16 x of whole tiles."""
     x2 = x.reshape(-1, x.shape[-1])
     M, N = x2.shape
-    block_m = 32 * warps
+    down = down or 32 // rpt  # threads down a warp
+    block_m = down * rpt * warps
     assert M % block_m == 0 and N % block_n == 0 and M * N < 2 ** 31, "whole tiles, 32-bit offsets only"
     bufs = {k: torch.empty(s[2], dtype=DTYPES[k], device=x.device) for k, s in _shapes(M, N).items()}
     grid_m, grid_n = M // block_m, N // block_n
@@ -149,7 +149,7 @@ def quantize_proto(x, block_n=64, warps=2, n_first=True, spread=False, direct=Fa
             bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N, *_sizes(M, N), grid_n)
     meta = dict(BM=block_m, BN=block_n, W=warps, N_FIRST=n_first, num_warps=warps,
                 SPREAD=spread, DIRECT=direct)
-    meta["LW"], meta["L"], meta["LT"] = _proto_layouts(block_n, warps, rpt)
+    meta["LW"], meta["L"], meta["LT"] = _proto_layouts(block_n, warps, rpt, down)
     if compile_only:
         return _proto_kernel.warmup(*args, **meta, grid=(1,))
     _proto_kernel[grid](*args, **meta, launch_pdl=True)
@@ -193,7 +193,7 @@ def load_module(swizzled=False):
     return mod, m
 
 
-def offline(m, mix=False, spread=False, direct=False, rpt=4):
+def offline(m, mix=False, spread=False, direct=False, rpt=4, down=0):
     """Compile for sm_90 without a GPU: registers, spills, the SASS mix (tests/hopper_compile.py's helpers)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from triton.runtime import driver
@@ -201,18 +201,20 @@ def offline(m, mix=False, spread=False, direct=False, rpt=4):
     driver.set_active(Sm90())
     for bn, warps in ((64, 1), (64, 2), (128, 1), (128, 2), (64, 4)):
         k = m.quantize_proto(torch.zeros(1024, 1024, dtype=torch.bfloat16), block_n=bn, warps=warps, spread=spread,
-                             direct=direct, rpt=rpt, compile_only=True)
+                             direct=direct, rpt=rpt, down=down, compile_only=True)
         ops, res = sass_ops(k.asm["cubin"]), resources(k.asm["cubin"])
         if mix:
             print(ops.most_common(30))
         mem = {o: c for o, c in ops.items() if o.startswith(("LDG", "STG", "LDS", "STS", "BAR", "SHFL"))}
-        print(f"{32 * warps}x{bn} on {warps} warp(s): {res['reg']} registers, {res['stack']} bytes of stack, "
-              f"{sum(ops.values())} SASS instructions = {sum(ops.values()) / bn:.1f} lane-instructions an element; "
-              f"{dict(sorted(mem.items()))}")
+        rows = (down or 32 // rpt) * rpt  # a warp's
+        print(f"{label(bn, warps, spread, rpt, down, direct)}: {res['reg']} registers, {res['stack']} bytes of "
+              f"stack, {sum(ops.values())} SASS instructions = {sum(ops.values()) * 32 / (rows * bn):.1f} "
+              f"lane-instructions an element; {dict(sorted(mem.items()))}")
 
 
-def label(bn, warps, spread, rpt, direct):
-    return f"{32 * warps}x{bn}/{warps}w/{rpt}r{' spread' if spread else ''}{' direct' if direct else ''}"
+def label(bn, warps, spread, rpt, down, direct):
+    return (f"{(down or 32 // rpt) * rpt * warps}x{bn}/{warps}w/{rpt}r{down or 32 // rpt}d"
+            f"{' spread' if spread else ''}{' direct' if direct else ''}")
 
 
 def on_gpu(mod, m, shapes, configs):
@@ -226,7 +228,7 @@ def on_gpu(mod, m, shapes, configs):
             ref = mod.quantize(x)
             for c in configs:
                 if not same_bytes([ref, m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], rpt=c[3],
-                                                         direct=c[4])]):
+                                                         down=c[4], direct=c[5])]):
                     bad += 1
                     print(f"BYTES DIFFER: {kind} {M}x{N}, {label(*c)}", flush=True)
     print(f"bytes: {'all equal' if not bad else f'{bad} cases differ'}", flush=True)
@@ -235,7 +237,7 @@ def on_gpu(mod, m, shapes, configs):
         x = inputs.normal(M, N, seed=0).to(torch.bfloat16).cuda()
         moved = bytes_moved(x, mod.quantize(x).values())
         calls = [lambda: mod.quantize(x)] + [
-            lambda c=c: m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], rpt=c[3], direct=c[4])
+            lambda c=c: m.quantize_proto(x, block_n=c[0], warps=c[1], spread=c[2], rpt=c[3], down=c[4], direct=c[5])
             for c in configs]
         best = fastest_in_turn(calls)
         print(f"{M}x{N}: shipped {pct_of_copy(moved, best[0], copy):.1f}%  " + "  ".join(
@@ -250,23 +252,26 @@ def main():
     p.add_argument("--spread", action="store_true", help="with --offline: the scale math spread (SPREAD)")
     p.add_argument("--direct", action="store_true", help="with --offline: scales stored into the layout (DIRECT)")
     p.add_argument("--rpt", type=int, default=4, help="with --offline: rows a thread (4 or 8)")
+    p.add_argument("--down", type=int, default=0, help="with --offline: threads down a warp (0: 32 / rows a thread)")
     p.add_argument("--layouts", default="plain,swizzled", help="the scale layouts (plain: staged for the pass "
                    "as the shipped kernel's entries do, or direct; swizzled: direct, as shipped)")
     p.add_argument("--shapes", default="16384x8192,8192x8192,4096x6144")
-    p.add_argument("--configs", help="block_n:warps[:s][:r8] (s: the scale math spread; r8: 8 rows a thread, "
-                   "else 4), comma-separated",
-                   default="64:1,64:2,128:2,64:1:s,64:2:s,128:2:s,64:4:s,64:1:s:r8,64:2:s:r8,128:2:s:r8")
+    p.add_argument("--plain-direct", action="store_true", help="plain scales stored directly, not staged for the pass")
+    p.add_argument("--configs", help="block_n:warps[:s][:r8][:d8] (s: the scale math spread; r8: 8 rows a "
+                   "thread, else 4; d8: 8 threads down a warp, else 32 / rows a thread), comma-separated",
+                   default="64:2,64:1:s,64:2:s,128:2:s,64:4:s,64:1:s:r8,64:2:s:r8,128:2:s:r8,64:1:s:r8:d8,64:2:s:r8:d8")
     a = p.parse_args()
     fields = [c.split(":") for c in a.configs.split(",")]
-    configs = [(int(f[0]), int(f[1]), "s" in f[2:], 8 if "r8" in f[2:] else 4) for f in fields]
+    configs = [(int(f[0]), int(f[1]), "s" in f[2:], 8 if "r8" in f[2:] else 4, 8 if "d8" in f[2:] else 0)
+               for f in fields]
     for layout in a.layouts.split(","):
         mod, m = load_module(swizzled=layout == "swizzled")
         if a.offline:
             print(f"== {layout} scales")
-            offline(m, a.mix, a.spread, a.direct or layout == "swizzled", a.rpt)
+            offline(m, a.mix, a.spread, a.direct or layout == "swizzled", a.rpt, a.down)
             continue
         print(f"== {mod.NAME}", flush=True)
-        direct = [False, True] if layout == "plain" else [True]
+        direct = [a.plain_direct] if layout == "plain" else [True]
         on_gpu(mod, m, [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")],
                [c + (d,) for d in direct for c in configs])
 
