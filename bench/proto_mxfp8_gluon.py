@@ -176,7 +176,7 @@ def load_module(swizzled=False):
     from quantlay.generated import find
     mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=swizzled)
     src = open(mod.__file__).read()
-    src = src.replace(f'NAME = "{mod.NAME}"', 'NAME = "proto_mxfp8_gluon"')
+    src = src.replace(f'NAME = "{mod.NAME}"', f'NAME = "proto_{mod.NAME}"')  # its own custom op name
     src += "\n\nfrom triton.experimental import gluon\nfrom triton.experimental.gluon import language as gl\n"
     sizes = re.findall(r"^    (s\d+) = ", inspect.getsource(mod._sizes), re.M)  # the size arguments, in order
     kernel = GLUON_KERNEL.replace("@SIZES@", ", ".join(sizes))
@@ -184,7 +184,7 @@ def load_module(swizzled=False):
         for name, expr in zip(("R", "C", "OFF"), layout_store(src, key)):
             kernel = kernel.replace(f"@{name}_{tag}@", expr)
     src += kernel
-    path = Path(tempfile.mkdtemp()) / "proto_mxfp8_gluon.py"
+    path = Path(tempfile.mkdtemp()) / f"proto_{mod.NAME}.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     m = importlib.util.module_from_spec(spec)
