@@ -1,11 +1,11 @@
-"""Time the cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
+"""Time the MXFP4 cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
 
     python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:4:1:0,2:4:1:1,1:4:1:1]
-                                 [--kernels mxfp6_e2m3,mxfp6_e3m2]
+                                 [--kernels mxfp4_cast_transpose_te]
 
 A form is num_warps:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper). Prints % of a
-same-run copy for each kernel (by default both MXFP4 profiles) with its layout flags on and off (where it has
-any). Timing only: the GPU tests check the bytes.
+same-run copy for each kernel with a Hopper kernel (by default both MXFP4 profiles) with its layout flags on and
+off (where it has any). Timing only: the GPU tests check the bytes.
 """
 import argparse
 import itertools
@@ -29,6 +29,8 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
     x = inputs.normal(*shape, seed=0).cuda()
     for name, on in itertools.product(a.kernels.split(","), (True, False)):
         flags = shipped_kernels()[name].options
+        if not hasattr(find(name, **dict.fromkeys(flags, True)), "_launch_hopper"):
+            raise SystemExit(f"{name} has no Hopper kernel (the MXFP4 cast-transposes have one)")
         if not flags and not on:
             continue  # no layout flags: one setting
         mod = find(name, **dict.fromkeys(flags, on))
