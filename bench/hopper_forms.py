@@ -1,11 +1,12 @@
-"""Time the MXFP4 cast-transposes' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
+"""Time the casts' Hopper (Gluon) kernel in several forms beside their Triton kernel (GPU, sm_90).
 
-    python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:4:1:0,2:4:1:1,1:4:1:1]
-                                 [--kernels mxfp4_cast_transpose_te]
+    python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:0:4:1:0,2:1:0:1:1]
+                                 [--kernels mxfp4_cast_transpose_te,mxfp8_floor_transposed]
 
-A form is num_warps:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper). Prints % of a
-same-run copy for each kernel with a Hopper kernel (by default both MXFP4 profiles) with its layout flags on and
-off (where it has any). Timing only: the GPU tests check the bytes.
+A form is num_warps:grid_n_first:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper).
+Prints % of a same-run copy for each kernel with a Hopper kernel (by default both MXFP4 profiles and the
+transposing MXFP8 cast) with its layout flags on and off (where it has any). Timing only: the GPU tests check
+the bytes.
 """
 import argparse
 import itertools
@@ -19,8 +20,8 @@ from quantlay.spec import shipped_kernels
 
 p = argparse.ArgumentParser()
 p.add_argument("--shapes", default="4096x6144,8192x8192,16384x8192")
-p.add_argument("--forms", default="2:4:1:0,2:4:1:1,2:8:1:1,2:4:2:1,4:4:1:1,2:8:2:0,1:4:1:1")
-p.add_argument("--kernels", default="mxfp4_cast_transpose_hw,mxfp4_cast_transpose_te")
+p.add_argument("--forms", default="2:0:4:1:0,2:0:4:1:1,2:0:8:1:1,2:0:4:2:1,4:0:4:1:1,2:1:0:1:1,4:1:0:1:0,1:0:4:1:1")
+p.add_argument("--kernels", default="mxfp4_cast_transpose_hw,mxfp4_cast_transpose_te,mxfp8_floor_transposed")
 a = p.parse_args()
 forms = [tuple(int(v) for v in f.split(":")) for f in a.forms.split(",")]
 copy = copy_gbps()
@@ -30,7 +31,7 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
     for name, on in itertools.product(a.kernels.split(","), (True, False)):
         flags = shipped_kernels()[name].options
         if not hasattr(find(name, **dict.fromkeys(flags, True)), "_launch_hopper"):
-            raise SystemExit(f"{name} has no Hopper kernel (the MXFP4 cast-transposes have one)")
+            raise SystemExit(f"{name} has no Hopper kernel (the MXFP4 cast-transposes and mxfp8_floor_transposed have one)")
         if not flags and not on:
             continue  # no layout flags: one setting
         mod = find(name, **dict.fromkeys(flags, on))
@@ -38,7 +39,8 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
         ms = time_call(lambda: mod.quantize(x, backend="triton"))[0]
         row = [f"triton {moved / ms / 1e6 / copy * 100:.1f}"]
         bufs = {k: torch.empty(s[2], dtype=torch.uint8, device="cuda") for k, s in mod._shapes(*shape).items()}
-        for w, g, t, staged in forms:
-            ms = time_call(lambda: mod._launch_hopper(x, bufs, *shape, w, g, t, bool(staged)))[0]
-            row.append(f"({w}, {g}, {t}, {bool(staged)}) {moved / ms / 1e6 / copy * 100:.1f}")
+        for w, n_first, g, t, staged in forms:
+            form = (w, bool(n_first), g, t, bool(staged))
+            ms = time_call(lambda: mod._launch_hopper(x, bufs, *shape, *form))[0]
+            row.append(f"{form} {moved / ms / 1e6 / copy * 100:.1f}")
         print(shape, name, ("on" if on else "off") if flags else "", " | ".join(row), flush=True)

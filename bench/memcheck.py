@@ -40,11 +40,11 @@ for e in manifest["files"]:
     if hopper:  # the Hopper kernel takes whole tiles only: an even shape in each form the tests run
         xe = inputs.specials(512, 768, seed=3).cuda()
         mod.quantize(xe, backend="gluon")
-        for form in ((1, 4, 1, False), (4, 2, 2, True), (2, 0, 1, True)):
+        for form in ((1, False, 4, 1, False), (4, False, 2, 2, True), (2, False, 0, 1, True), (2, True, 0, 2, False)):
             mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=torch.uint8, device="cuda")
                                     for k, s in mod._shapes(512, 768).items()}, 512, 768, *form)
     torch.cuda.synchronize()
     count += 1
     print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else "")
-          + (" and its Hopper kernel at 512x768 in four forms" if hopper else ""), flush=True)
+          + (" and its Hopper kernel at 512x768 in five forms" if hopper else ""), flush=True)
 print(f"memcheck: ran {count} generated modules (quantize + every dequantize)")

@@ -423,17 +423,27 @@ def _layout_doc(o: OutputIR) -> str:
             f"{'float32' if f32 else 'uint8'} [{shape}]")
 
 
-def _hopper_cast(k, directions) -> bool:
-    """Whether the kernel is one the Hopper (Gluon) cast-transpose covers: bf16 input quantized rowwise in
-    1x32 blocks and columnwise in 32x1 blocks stored transposed, both into 4-bit codes (even element in the
-    low nibble) by the bf16x2 power-of-two encoders under E8M0 scales; nothing segmented or two-level."""
+def _hopper_family(k, directions) -> Optional[str]:
+    """The Hopper (Gluon) cast-transpose family that covers the kernel, or None. Both take bf16 input quantized
+    rowwise in 1x32 blocks and columnwise in 32x1 blocks under E8M0 scales, nothing segmented or two-level:
+    "mxfp4", both into 4-bit codes (even element in the low nibble) by the bf16x2 power-of-two encoders, the
+    colwise direction on the transposed tile; "mxfp8", both into 8-bit codes by the GPU's convert, the colwise
+    codes stored transposed (the Triton kernel's transposition through shared memory is what the family
+    avoids)."""
     if k.dtype != "bf16" or k.groups or len(directions) != 2:
-        return False
+        return None
     row, col = directions
-    shapes = ((row["bh"], row["bw"]), (col["bh"], col["bw"]))
-    return (shapes == ((1, 32), (32, 1)) and not row["oriented"] and col["oriented"] and col["pair"]
-            and all(d["packed"] and d["bf16x2"] and not d["bf16x2_f32"] and d["scale_kind"] == "e8m0"
-                    and d["data"]["low_even"] and not d["tensor_scale"] for d in directions))
+    if ((row["bh"], row["bw"]), (col["bh"], col["bw"])) != ((1, 32), (32, 1)) or row["oriented"]:
+        return None
+    if any(d["scale_kind"] != "e8m0" or d["tensor_scale"] for d in directions):
+        return None
+    if (col["oriented"] and col["pair"] and all(d["packed"] and d["bf16x2"] and not d["bf16x2_f32"]
+                                                 and d["data"]["low_even"] for d in directions)):
+        return "mxfp4"
+    transposed = "transpose" in col["data"]["layout"].split("|")
+    if transposed and not col["oriented"] and all(not d["packed"] and d["hw_dtype"] for d in directions):
+        return "mxfp8"
+    return None
 
 
 def lower(variant: VariantIR) -> Dict[str, object]:
@@ -465,7 +475,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
             d["pair"] = False
     for d in directions:
         d["row_pairs"] = d["row_pairs"] and any(c["pair"] for c in directions)
-    hopper = _hopper_cast(k, directions)
+    hopper = _hopper_family(k, directions)
     import math
     # A tile must hold whole blocks along each axis and whole units of every tiled layout; narrower tiles
     # than the default stay legal for the tuner. The default (used without a tuned entry) is what the
@@ -496,11 +506,11 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         # the one output REGION_M > 1 stores as words (None: REGION_M changes nothing)
         "region_output": word_outputs[0] if len(word_outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
-        # the Hopper (sm_90) path beside the Triton kernel: templates/mx_cast_gluon.jinja. Its default stages
-        # the scales (the scale pass) where a scale layout is plain: a tile gives each of its rows 2 bytes,
-        # each a partial-sector write stored directly
+        # the Hopper (sm_90) path beside the Triton kernel, a family (templates/mx_cast_gluon.jinja) or None.
+        # Its default stages the scales (the scale pass) where a scale layout is plain: a tile gives each of
+        # its rows 2 bytes, each a partial-sector write stored directly
         "hopper": hopper,
-        "hopper_staged": hopper and any(set(o["layout"].split("|")) <= {"row_major", "transpose"}
+        "hopper_staged": hopper is not None and any(set(o["layout"].split("|")) <= {"row_major", "transpose"}
                                         for o in outputs if o["role"] == "scale"),
         "words6": [o for o in outputs if o["words6"]],
         "tile_m": default_m, "tile_n": default_n,

@@ -33,11 +33,11 @@ NAME = "mxfp4_cast_transpose_te__srd1_scd1_wgss1__3dd8b27a"
 OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 64  # what the blocks and tiled layouts need
-# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_group,
-# column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale layout is
-# plain (measured on the H200: storing them directly ran 41-44% of a copy against 57-70%; where they are
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
+# grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
+# layout is plain (H200, MXFP4: storing them directly ran 41-44% of a copy against 57-70%; where they are
 # swizzled the pass cost 9-16 points)
-HOPPER_CONFIG = (2, 4, 1, False)
+HOPPER_CONFIG = (2, False, 4, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -776,6 +776,39 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
                              PDL=hw, num_warps=warps, **pdl)
 
 
+@gluon.jit
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr):
+    """The program's row tile and column tile (group), in the order runtime.launch_grid set (N-first, groups of
+    GRID_GROUP column tiles side by side, or M-first), as int64 where IDX64. Launched as a programmatic
+    dependent: the next grid may launch now; it returns once the previous grid has completed."""
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    _hopper_grid_dependency(False)
+    _hopper_grid_dependency(True)
+    return pid_m, pid_t
+
+
 # The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
 # half: the multiplier's bf16 pattern and the sign threshold -T; a NaN block's code bytes are masked to 0 after
 # packing by the keep masks (0 in a NaN block's half, else 0xFFFF).
@@ -1085,44 +1118,18 @@ def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colw
 
 
 @gluon.jit
-def _hopper_grid_dependency(wait: gl.constexpr):
-    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
-    has completed and its writes are visible."""
-    if wait:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
-
-
-@gluon.jit
 def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, GRID_N,
                    BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
                    GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
                    SCALE_PASS: gl.constexpr, SL: gl.constexpr):
     """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
     tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
-    GRID_N_FIRST, GRID_GROUP: the program order, as in _quantize_kernel; IDX64: 64-bit offsets; GRID_N: the
-    column tiles; SCALE_PASS: the scale outputs are the scale pass's scratch (as in _quantize_kernel); SL: the
-    tile's shared layout (_hopper_smem)."""
+    GRID_N_FIRST, GRID_GROUP, IDX64: as in _hopper_program; GRID_N: the column tiles; SCALE_PASS: the scale
+    outputs are the scale pass's scratch (as in _quantize_kernel); SL: the tile's shared layout
+    (_hopper_layouts)."""
     PM: gl.constexpr = BM // 2
     BNW: gl.constexpr = BN // 2
-    if GRID_N_FIRST:
-        pid_m = gl.program_id(1)
-        pid_t = gl.program_id(0)
-    elif GRID_GROUP > 1:
-        pid_m = gl.program_id(0) // GRID_GROUP
-        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
-    else:
-        pid_m = gl.program_id(0)
-        pid_t = gl.program_id(1)
-    if IDX64:
-        pid_m = pid_m.to(gl.int64)
-        pid_t = pid_t.to(gl.int64)
-    # launched as a programmatic dependent: the next grid may launch now; x is read once the previous grid
-    # has completed
-    _hopper_grid_dependency(False)
-    _hopper_grid_dependency(True)
+    pid_m, pid_t = _hopper_program(GRID_N_FIRST, GRID_GROUP, IDX64)
     LA: gl.constexpr = gl.BlockedLayout([1, 4], [32 // (BNW // 4), BNW // 4], [W, 1], [1, 0])
     p = gl.arange(0, PM, layout=gl.SliceLayout(1, LA))
     j = gl.arange(0, BNW, layout=gl.SliceLayout(0, LA))
@@ -1142,6 +1149,12 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
                      M, N, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, GRID_N, BM, BN, W, SCALE_PASS)
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper_layouts(warps):
+    """The kernel's layouts: SL, the tile's shared layout: 16-byte units swizzled across the banks."""
+    return {"SL": gl.SwizzledSharedLayout(4, 1, 8, [1, 0])}
+
+
 def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
     on), on whole tiles of 32 num_warps x 64 with no padding cell, reading bf16 pairs as words."""
@@ -1158,24 +1171,19 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def _hopper_smem(warps):
-    """The tile's shared layout: 16-byte units swizzled across the banks."""
-    return gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
-
-
-def _launch_hopper(x2, bufs, M, N, warps, group, tiles, staged):
+def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
     """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
-    num_warps), grid_group, column tiles a program, and the scale pass (staged)."""
+    num_warps), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a program,
+    and the scale pass (staged)."""
     bm = 32 * warps
     grid_m, grid_n = M // bm, N // 64
     idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
     scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
-    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, False, group)
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, n_first, group)
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
-                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged, SL=_hopper_smem(warps),
-                         num_warps=warps, launch_pdl=True)
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
+                         **_hopper_layouts(warps), num_warps=warps, launch_pdl=True)
     if staged:
         # four warps a pass program: behind this kernel eight ran level or lower (H200, docs/performance.md)
         _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 4)
@@ -1261,7 +1269,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass, l2_prefetch)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
-        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[2])
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[3])
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
             return tag(x, [bufs[k] for k in LAYOUTS])

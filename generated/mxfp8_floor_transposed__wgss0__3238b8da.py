@@ -17,11 +17,14 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
@@ -30,7 +33,12 @@ NAME = "mxfp8_floor_transposed__wgss0__3238b8da"
 OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
-BACKENDS = ("triton",)
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
+# grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
+# layout is plain (H200, MXFP8: storing them directly ran 64-70% of a copy against 83-90%). Two warps
+# with the pass, four where scales are swizzled (level on 16384x8192, 2-3 points ahead at 4096x6144); N-first
+HOPPER_CONFIG = (2, True, 0, 1, True)
+BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 0  # region_m > 1 stores nothing as words (no output has a plain layout along M): it changes nothing
@@ -536,6 +544,163 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
                              PDL=hw, num_warps=warps, **pdl)
 
 
+@gluon.jit
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr):
+    """The program's row tile and column tile (group), in the order runtime.launch_grid set (N-first, groups of
+    GRID_GROUP column tiles side by side, or M-first), as int64 where IDX64. Launched as a programmatic
+    dependent: the next grid may launch now; it returns once the previous grid has completed."""
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    _hopper_grid_dependency(False)
+    _hopper_grid_dependency(True)
+    return pid_m, pid_t
+
+
+@gluon.jit
+def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
+                 BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr,
+                 L: gl.constexpr, LT: gl.constexpr):
+    """Every output of one BM x BN tile from its int32 words w (LW of _hopper_layouts)."""
+    ab = w & 0x7FFF7FFF  # |x| pairs as bf16 bits: integer order is value order, NaN above Inf
+    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                   [BM, BN])
+    # rowwise: a row's block maxima handed to one lane, its scales back to the block's 4 threads
+    m = gl.reduce(gl.reshape(ab, [BM, BN // 32, 16]), 2, _max_u16x2)
+    m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 32], [32, 1], [W, 1], [1, 0]))
+    mult, e = _scale_rowwise(_lanes_max(m) << 16)
+    x3 = gl.reshape(x, [BM, BN // 32, 32])
+    q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(2, x3.type.layout)), 2)
+    codes = gl.convert_layout(gl.reshape(_codes_rowwise(q, True), [BM, BN]), L)
+    ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L)), 1)
+    tj = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L)), 0)
+    r = ti
+    c = tj
+    gl.store(rowwise_data_ptr + ((r * N) + c), codes)
+    LS: gl.constexpr = e.type.layout
+    rr = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, LS)), 1)
+    cb = gl.expand_dims(gl.arange(0, BN // 32, layout=gl.SliceLayout(0, LS)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale (kept in L2 for it)
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * (BM * (BN // 32)) + rr * (BN // 32) + cb, e.to(gl.uint8),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m * BM + rr
+        tj = pid_n * (BN // 32) + cb
+        r = ti
+        c = tj
+        gl.store(rowwise_scale_ptr + ((r * s0) + c), e.to(gl.uint8))
+    # colwise: a word column's block maxima (two columns) handed to one lane, the scales back
+    m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _max_u16x2)
+    m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 64], [1, 32], [W, 1], [1, 0]))
+    mult, e = _scale_colwise(gl.reshape(gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BM // 32, BN]) << 16)
+    x3 = gl.reshape(x, [BM // 32, 32, BN])
+    q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(1, x3.type.layout)), 1)
+    # the codes transposed in the same threads ([BN, BM]), a thread's 8 rows first: 8-byte stores where the
+    # layout keeps a column's rows consecutive
+    codes = gl.permute(gl.convert_layout(gl.reshape(_codes_colwise(q, True), [BM, BN]), L), [1, 0])
+    codes = gl.convert_layout(codes, LT)
+    tj = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, LT)), 1)
+    ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, LT)), 0)
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + ((c * M) + r), codes)
+    LS2: gl.constexpr = e.type.layout
+    rb = gl.expand_dims(gl.arange(0, BM // 32, layout=gl.SliceLayout(1, LS2)), 1)
+    cc = gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, LS2)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_colwise_scale
+        gl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BM // 32) * BN) + rb * BN + cc, e.to(gl.uint8),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m * (BM // 32) + rb
+        tj = pid_n * BN + cc
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((c * s1) + r), e.to(gl.uint8))
+
+
+@gluon.jit
+def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, GRID_N,
+                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
+                   GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
+                   SCALE_PASS: gl.constexpr, LW: gl.constexpr, L: gl.constexpr, LT: gl.constexpr):
+    """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64). x_ptr: the input as int32 words, stride_w
+    words a row. GRID_N_FIRST, GRID_GROUP, IDX64: as in _hopper_program; GRID_N: the column tiles; SCALE_PASS:
+    the scale outputs are the scale pass's scratch (as in _quantize_kernel); LW, L, LT: _hopper_layouts."""
+    pid_m, pid_t = _hopper_program(GRID_N_FIRST, GRID_GROUP, IDX64)
+    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+    j = gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
+    ptrs = x_ptr + gl.expand_dims(rows * stride_w, 1) + gl.expand_dims(pid_t * (TILES * (BN // 2)) + j, 0)
+    for t in gl.static_range(TILES):
+        _hopper_tile(gl.load(ptrs + t * (BN // 2)), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
+                     M, N, s0, s1, GRID_N, BM, BN, W, SCALE_PASS, L, LT)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_layouts(warps):
+    """The kernel's layouts: LW, the tile as words (a thread 8 consecutive rows of 4 words, a warp 4 threads
+    down and 8 across, warps down); L, the same elements one a register (codes); LT, L transposed ([64, BM])
+    in the same threads, a register's bases the thread's 8 rows first, then its 8 columns."""
+    return {"LW": gl.BlockedLayout([8, 4], [4, 8], [warps, 1], [1, 0]),
+            "L": gl.BlockedLayout([8, 8], [4, 8], [warps, 1], [1, 0]),
+            "LT": gl.DistributedLinearLayout([[0, 1], [0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+                                             [[8, 0], [16, 0], [32, 0], [0, 8], [0, 16]],
+                                             [[0, 32 << i] for i in range(warps.bit_length() - 1)], [],
+                                             [64, 32 * warps])}
+
+
+def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
+    on), on whole tiles of 32 num_warps x 64 with no padding cell, reading bf16 pairs as words."""
+    if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
+        return "it runs compiled on sm_90 GPUs (H100, H200) only"
+    if M == 0 or N == 0:
+        return "x is empty"
+    bm, bn = 32 * warps, 64 * tiles
+    if rows != M or cols != N or M % bm or N % bn:
+        return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
+                f"pad to [{rows}, {cols}])")
+    if x2.stride(1) != 1 or x2.stride(0) % 2 or x2.data_ptr() % 4:
+        return "x's rows are not 4-byte aligned (the kernel reads bf16 pairs as int32 words)"
+    return None
+
+
+def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
+    num_warps), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a program,
+    and the scale pass (staged)."""
+    bm = 32 * warps
+    grid_m, grid_n = M // bm, N // 64
+    idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
+    scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, n_first, group)
+    _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
+                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
+                         **_hopper_layouts(warps), num_warps=warps, launch_pdl=True)
+    if staged:
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 8)
+
+
 def _sizes(M, N):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = ((N + 31) // 32)
@@ -578,7 +743,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     it takes precedence over region_m) and l2_prefetch (each
     program warms L2 for the program that many places later; 0: none) override the tuned configuration;
     they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
+    whole tiles unless launch settings are given; elsewhere
+    the Triton kernel); "triton" or "gluon" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
@@ -589,6 +756,15 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     rows, cols = _extent(M, N)
+    settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
+                scale_pass, l2_prefetch)
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[3])
+        if why is None:
+            _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
+            return tag(x, [bufs[k] for k in LAYOUTS])
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,

@@ -69,15 +69,15 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
 
 
 def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
-    """The sm_90 compile of an MXFP4 cast-transpose's Hopper kernel (module `name` with `options`; staged:
-    the scale outputs are the scale pass's scratch)."""
+    """The sm_90 compile of a cast's Hopper kernel (module `name` with `options`; staged: the scale outputs are
+    the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
     mod = find(name, **options)
     x = torch.zeros(M, N, dtype=torch.bfloat16)
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
     return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // 64,
-                                     BM=32 * warps, BN=64, W=warps, TILES=tiles, GRID_N_FIRST=False, GRID_GROUP=4,
-                                     IDX64=False, SCALE_PASS=staged, SL=mod._hopper_smem(warps),
-                                     num_warps=warps, grid=(1,))
+                                     BM=32 * warps, BN=64, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG[1],
+                                     GRID_GROUP=mod.HOPPER_CONFIG[2], IDX64=False, SCALE_PASS=staged,
+                                     **mod._hopper_layouts(warps), num_warps=warps, grid=(1,))
 
 
 def sass_ops(cubin: bytes):
@@ -129,7 +129,7 @@ def offsets_in_loops(ttgir: str):
 
 
 def cast_report(name, options, warps=2, tiles=1, staged=False):
-    """An MXFP4 cast's Hopper kernel compiled for sm_90: registers, spills, its global stores by width, and its
+    """A cast's Hopper kernel compiled for sm_90: registers, spills, its global stores by width, and its
     instructions per element of a thread's tile, all and those of the ALU pipe."""
     k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, **options)
     ops = sass_ops(k.asm["cubin"])

@@ -1,7 +1,8 @@
-"""The Hopper (Gluon) MXFP4 cast-transpose without a GPU: which casts have one, how the launcher chooses, and
-that each compiles for sm_90 (Triton's compiler and ptxas run here; nothing launches) with no spills and every
-data byte leaving in a 16-byte store. Its encoders' PTX runs in tests/test_encoders_exhaustive.py's model; its
-results are tested on the H200 (tests/test_gpu.py), against the Triton kernel and the reference."""
+"""The Hopper (Gluon) casts without a GPU: which casts have one, how the launcher chooses, and that each
+compiles for sm_90 (Triton's compiler and ptxas run here; nothing launches) with no spills and its data bytes
+leaving in wide stores (MXFP4: 16 bytes; MXFP8: 8). The MXFP4 encoders' PTX runs in
+tests/test_encoders_exhaustive.py's model; results are tested on the H200 (tests/test_gpu.py), against the
+Triton kernel and the reference."""
 import json
 import os
 import subprocess
@@ -20,13 +21,23 @@ from conftest import DEVICE
 FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales")
 
 
-def test_hopper_kernels_exist_for_the_mxfp4_cast_transposes_only():
+def test_hopper_kernels_exist_for_the_transposing_mx_casts_only():
+    """Both MXFP4 cast-transposes (every flag setting) and the MXFP8 cast whose colwise codes are transposed;
+    not the MXFP8 casts that store both directions untransposed (the Triton kernel moves no tile there)."""
+    from quantlay.lower import lower
+    from quantlay.spec import shipped_kernels
     casts = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")]
     have = [(k, o) for k, o in casts if "gluon" in find(k, **o).BACKENDS]
-    assert len(have) == 16 and {k for k, _ in have} == {"mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te"}
-    # the scale pass exactly where a scale layout is plain (not swizzled)
+    assert len(have) == 18 and {k for k, _ in have} == {"mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te",
+                                                        "mxfp8_floor_transposed"}
+    families = {k: lower(shipped_kernels()[k].variant(**o))["hopper"] for k, o in have}
+    assert families == {"mxfp4_cast_transpose_hw": "mxfp4", "mxfp4_cast_transpose_te": "mxfp4",
+                        "mxfp8_floor_transposed": "mxfp8"}
     for k, o in have:
-        assert find(k, **o).HOPPER_CONFIG[3] == (not o["with_gemm_swizzled_scales"]), (k, o)
+        warps, n_first, group, tiles, staged = find(k, **o).HOPPER_CONFIG
+        # the scale pass exactly where a scale layout is plain (not swizzled)
+        assert staged == (not o["with_gemm_swizzled_scales"]), (k, o)
+        assert tiles == 1 and (n_first, group) == ((True, 0) if k.startswith("mxfp8") else (False, 4)), (k, o)
 
 
 def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():
@@ -67,7 +78,8 @@ def test_hopper_casts_compile_for_sm90_without_spills():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).parent / "hopper_compile.py"
     forms = ["mxfp4_cast_transpose_hw:1:2:1:0", "mxfp4_cast_transpose_hw:0:2:1:1", "mxfp4_cast_transpose_te:1:2:1:1",
-             "mxfp4_cast_transpose_te:0:4:2:0", "mxfp4_cast_transpose_hw:1:1:2:0"]
+             "mxfp4_cast_transpose_te:0:4:2:0", "mxfp4_cast_transpose_hw:1:1:2:0", "mxfp8_floor_transposed:0:2:1:1",
+             "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0"]
     out = subprocess.run([sys.executable, str(script), "--casts", *forms], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -75,6 +87,17 @@ def test_hopper_casts_compile_for_sm90_without_spills():
         *_, tiles, staged = form.split(":")  # NAME:FLAGS:WARPS:TILES:STAGED
         tiles, staged = int(tiles), staged == "1"
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
+        if form.startswith("mxfp8"):
+            # a thread's 8 rows of 8 codes, then its 8 columns' transposed codes, as 8-byte stores; its few
+            # scale bytes (a block's byte once: the blocks spread one a lane), staged ones marked evict_last
+            data = {op: n for op, n in r["stores"].items() if op == "STG.E.64"}
+            scales = {op: n for op, n in r["stores"].items() if op != "STG.E.64"}
+            assert data == {"STG.E.64": 16 * tiles} and sum(scales.values()) <= 3 * tiles, (form, r)
+            assert all(".EL." in op for op in scales) == staged, (form, r)
+            # the H200 timings (docs/performance.md): 12.3-12.8 lane-instructions an element, where the Triton
+            # kernel's transposition through shared memory takes 12.9 and 32 shared-memory instructions a thread
+            assert r["lane_instructions_per_element"] < 13.5, (form, r)
+            continue
         # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one, staged ones
         # marked evict_last (the scale pass reads them from L2)
         assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.EL.U8" if staged else "STG.E.U8": 4 * tiles}, (form, r)
@@ -85,11 +108,11 @@ def test_hopper_casts_compile_for_sm90_without_spills():
 
 
 def test_the_gpu_suites_planted_bugs_find_their_target_text():
-    """Each bug the GPU suite plants in the Hopper cast edits text its generated module has: a template change
+    """Each bug the GPU suite plants in a Hopper cast edits text its generated module has: a template change
     that moves such text fails here, before a GPU run would report a planted-bug test as broken."""
     from test_gemm import edited
-    from test_gpu import HOPPER_MUTATIONS, KERNELS, PDL_MUTATIONS
-    for edits in HOPPER_MUTATIONS.values():
-        edited(KERNELS[0], edits, **dict.fromkeys(FLAGS, True))
+    from test_gpu import HOPPER_BUGS, PDL_MUTATIONS
+    for name, opts, edits in HOPPER_BUGS.values():
+        edited(name, edits, **opts)
     for name, opts, edits in PDL_MUTATIONS.values():
         edited(name, edits, **opts)

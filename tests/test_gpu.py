@@ -7,8 +7,9 @@ import torch
 import triton
 import triton.language as tl
 
-from quantlay import inputs, reference
+from quantlay import generated, inputs, reference
 from quantlay.generated import find
+from quantlay.spec import shipped_kernels
 
 pytestmark = pytest.mark.gpu
 
@@ -76,12 +77,22 @@ def test_more_than_2_31_elements(mxfp4_kernels, M):
         assert torch.equal(logical["colwise_scale"][r0 // 32:(r0 + 2048) // 32], ref["colwise_scale"].t())
 
 
-# ---- the Hopper (Gluon) kernel: against the Triton kernel and the reference ------------------------------
+# ---- the Hopper (Gluon) kernels: against the Triton kernel and the reference ------------------------------
 sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                           reason="the Hopper kernel runs on sm_90 only")
-# (num_warps, grid_group, column tiles a program, scale pass): the default and the other forms the launcher takes
-HOPPER_FORMS = [(2, 4, 1, False), (2, 4, 1, True), (1, 4, 1, False), (1, 4, 1, True), (4, 4, 1, True),
-                (2, 1, 2, False), (4, 2, 2, True), (2, 0, 1, False)]
+# every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting, the transposing MXFP8 cast
+HOPPER_MODULES = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")
+                  and "gluon" in find(k, **dict(o)).BACKENDS]
+# (num_warps, grid_n_first, grid_group, column tiles a program, scale pass): forms the launcher takes beside
+# each module's default (HOPPER_CONFIG, with the scale pass and without)
+HOPPER_FORMS = [(1, False, 4, 1, False), (1, False, 4, 1, True), (4, False, 4, 1, True), (2, False, 1, 2, False),
+                (4, False, 2, 2, True), (2, False, 0, 1, False), (2, True, 0, 1, True), (4, True, 0, 2, False)]
+
+
+def _hopper_forms(mod):
+    """The module's default form, with the scale pass and without, then HOPPER_FORMS."""
+    *rest, staged = mod.HOPPER_CONFIG
+    return [mod.HOPPER_CONFIG, (*rest, not staged)] + HOPPER_FORMS
 
 
 def _hopper_cases():
@@ -106,23 +117,25 @@ def _hopper_wrong(mod, x, ref, form):
 
 
 @sm90
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("opts", COMBOS, ids=lambda o: "".join(str(int(v)) for v in o.values()))
-def test_hopper_kernel_matches_triton_kernel_and_reference(mxfp4_kernels, kernel, opts):
-    variant = mxfp4_kernels[kernel].variant(**opts)
+@pytest.mark.parametrize("kernel,opts", HOPPER_MODULES,
+                         ids=[k + "-" + "".join(str(int(v)) for v in o.values()) for k, o in HOPPER_MODULES])
+def test_hopper_kernel_matches_triton_kernel_and_reference(kernel, opts):
+    variant = shipped_kernels()[kernel].variant(**opts)
     mod = find(kernel, **opts)
+    forms = _hopper_forms(mod)
     for cname, x in _hopper_cases():
         x = x.cuda()
         ref = reference.quantize(variant, x)
         triton_res = mod.quantize(x, backend="triton")
         assert [k for k in ref if not torch.equal(triton_res[k].tensor, ref[k])] == [], cname
         every = cname.startswith("allbits") or cname.startswith("specials")
-        for form in HOPPER_FORMS if every else HOPPER_FORMS[:2]:  # else the two defaults
+        for form in forms if every else forms[:2]:  # else the two defaults
             assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
 
 
 @sm90
-def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
+@pytest.mark.parametrize("kernel", [KERNELS[1], "mxfp8_floor_transposed"])
+def test_hopper_kernel_is_the_default_on_whole_tiles(kernel, monkeypatch):
     from quantlay.errors import LaunchError
     calls = []
 
@@ -131,22 +144,42 @@ def test_hopper_kernel_is_the_default_on_whole_tiles(monkeypatch):
         monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *form: calls.append((M, N)) or launch(x2, bufs, M, N, *form))
         return mod
 
-    mod = recorded(find(KERNELS[1], **dict.fromkeys(FLAGS, True)))
+    flags = shipped_kernels()[kernel].options
+    mod = recorded(find(kernel, **dict.fromkeys(flags, True)))
     x = inputs.normal(512, 768, seed=1).cuda()
     mod.quantize(x)  # whole tiles: the Hopper kernel
     mod.quantize(x, block_m=64)  # launch settings given: the Triton kernel
     mod.quantize(x, backend="triton")
     ragged = inputs.normal(320, 768, seed=1).cuda()  # its swizzled scales pad the rows to 512
     mod.quantize(ragged)
-    with pytest.raises(LaunchError, match="not whole 64x64 tiles with no padding"):
+    with pytest.raises(LaunchError, match=r"not whole \d+x64 tiles with no padding"):
         mod.quantize(ragged, backend="gluon")
     assert calls == [(512, 768)]
     # plain scale layouts (the scale pass): the Hopper kernel at every whole-tile size too
-    mod = recorded(find(KERNELS[1], **dict.fromkeys(FLAGS, False)))
+    mod = recorded(find(kernel, **dict.fromkeys(flags, False)))
     calls.clear()
     mod.quantize(x)
     mod.quantize(x, block_m=64)
     assert calls == [(512, 768)]
+
+
+@sm90
+@pytest.mark.big_memory
+def test_mxfp8_hopper_kernel_past_2_31_elements():
+    """The transposing MXFP8 cast's Hopper kernel on an input of more than 2^31 elements (whole tiles, plain
+    layouts: 64-bit offsets), against the reference on its first, middle and last rows."""
+    variant = shipped_kernels()["mxfp8_floor_transposed"].variant(with_gemm_swizzled_scales=False)
+    mod = find("mxfp8_floor_transposed", with_gemm_swizzled_scales=False)
+    M, N = 65536, 32832
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    res = {k: t.tensor for k, t in mod.quantize(x, backend="gluon").items()}
+    for r0 in (0, 32768, M - 2048):
+        ref = reference.quantize(variant, x[r0:r0 + 2048])
+        assert torch.equal(res["rowwise_data"][r0:r0 + 2048], ref["rowwise_data"])
+        assert torch.equal(res["rowwise_scale"][r0:r0 + 2048], ref["rowwise_scale"])
+        assert torch.equal(res["colwise_data"][:, r0:r0 + 2048], ref["colwise_data"])
+        assert torch.equal(res["colwise_scale"][:, r0 // 32:(r0 + 2048) // 32], ref["colwise_scale"])
 
 
 HOPPER_MUTATIONS = {
@@ -159,18 +192,30 @@ HOPPER_MUTATIONS = {
         "pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP",
         "pid_t = gl.program_id(1) + gl.program_id(0) % GRID_GROUP")],
 }
+HOPPER8_MUTATIONS = {  # the transposing MXFP8 kernel's
+    "a row block's scale from its even columns only": [("mult, e = _scale_rowwise(_lanes_max(m) << 16)",
+                                                        "mult, e = _scale_rowwise((m & 0xFFFF) << 16)")],
+    "column 2j + 1 scaled by column 2j's block": [("gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF)", "gl.join(m & 0xFFFF, m & 0xFFFF)")],
+    "a program's second tile encodes its first tile's words": [("_hopper_tile(gl.load(ptrs + t * (BN // 2)),",
+                                                                "_hopper_tile(gl.load(ptrs),")],
+    "staged colwise scales in column-major order": [("+ rb * BN + cc, e.to(gl.uint8)", "+ cc * (BM // 32) + rb, e.to(gl.uint8)")],
+}
+# bug -> (kernel, its options, edits)
+HOPPER_BUGS = {**{b: (KERNELS[0], dict.fromkeys(FLAGS, True), e) for b, e in HOPPER_MUTATIONS.items()},
+               **{"mxfp8: " + b: ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, e)
+                  for b, e in HOPPER8_MUTATIONS.items()}}
 
 
 @sm90
-@pytest.mark.parametrize("bug", sorted(HOPPER_MUTATIONS))
-def test_hopper_planted_bugs_are_caught(mxfp4_kernels, bug, tmp_path):
+@pytest.mark.parametrize("bug", sorted(HOPPER_BUGS))
+def test_hopper_planted_bugs_are_caught(bug, tmp_path):
     from test_gemm import mutated
-    opts = dict.fromkeys(FLAGS, True)
-    m = mutated(KERNELS[0], HOPPER_MUTATIONS[bug], tmp_path, **opts)
-    variant = mxfp4_kernels[KERNELS[0]].variant(**opts)
+    kernel, opts, edits = HOPPER_BUGS[bug]
+    m = mutated(kernel, edits, tmp_path, **opts)
+    variant = shipped_kernels()[kernel].variant(**opts)
     x = inputs.normal(1024, 1024, seed=4).cuda()
     ref = reference.quantize(variant, x)
-    wrong = [_hopper_wrong(m, x, ref, form) for form in HOPPER_FORMS]
+    wrong = [_hopper_wrong(m, x, ref, form) for form in _hopper_forms(m)]
     assert any(wrong), f"the suite misses: {bug}"
 
 
@@ -206,6 +251,7 @@ PDL_CASTS = {
     "fused 1x128": ("fp8_1x128_rocm_te", {}, lambda m, x: m.quantize(x)),
     "hopper": (KERNELS[1], dict.fromkeys(FLAGS, True), lambda m, x: m.quantize(x)),
     "hopper with the scale pass": (KERNELS[0], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x)),
+    "hopper mxfp8": ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": True}, lambda m, x: m.quantize(x)),
     "segmented": ("fp8_segment_m", {"fused_rowwise": True},
                   lambda m, x: m.quantize(x, _group_lengths())),
 }
