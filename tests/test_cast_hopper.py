@@ -37,7 +37,7 @@ def test_hopper_kernels_exist_for_the_transposing_mx_casts_only():
         warps, n_first, group, tiles, staged = find(k, **o).HOPPER_CONFIG
         # the scale pass exactly where a scale layout is plain (not swizzled)
         assert staged == (not o["with_gemm_swizzled_scales"]), (k, o)
-        assert tiles == 1 and (n_first, group) == ((True, 0) if k.startswith("mxfp8") else (False, 4)), (k, o)
+        assert tiles == 1 and (n_first, group) == (True, 0), (k, o)
 
 
 def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():
