@@ -627,7 +627,7 @@ def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_d
     LS2: gl.constexpr = e.type.layout
     rb = gl.expand_dims(gl.arange(0, BM // 32, layout=gl.SliceLayout(1, LS2)), 1)
     cc = gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, LS2)), 0)
-    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_colwise_scale
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_colwise_scale (kept in L2 for it)
         gl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((BM // 32) * BN) + rb * BN + cc, e.to(gl.uint8),
                  eviction_policy="evict_last")
     else:
