@@ -15,7 +15,7 @@ import torch
 
 from quantlay import inputs
 from quantlay.bench import bytes_moved, copy_gbps, time_call
-from quantlay.generated import find
+from quantlay.generated import VARIANTS, find
 from quantlay.spec import shipped_kernels
 
 p = argparse.ArgumentParser()
@@ -31,7 +31,8 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
     for name, on in itertools.product(a.kernels.split(","), (True, False)):
         flags = shipped_kernels()[name].options
         if not hasattr(find(name, **dict.fromkeys(flags, True)), "_launch_hopper"):
-            raise SystemExit(f"{name} has no Hopper kernel (the MXFP4 cast-transposes and mxfp8_floor_transposed have one)")
+            have = sorted({k for k, o in VARIANTS if not k.startswith("fp8_gemm") and "gluon" in find(k, **dict(o)).BACKENDS})
+            raise SystemExit(f"{name} has no Hopper kernel (these have one: {', '.join(have)})")
         if not flags and not on:
             continue  # no layout flags: one setting
         mod = find(name, **dict.fromkeys(flags, on))

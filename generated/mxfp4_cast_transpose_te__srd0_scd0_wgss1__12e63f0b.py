@@ -35,9 +35,10 @@ BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds bet
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
 # grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
-# layout is plain (H200, MXFP4: storing them directly ran 41-44% of a copy against 57-70%; where they are
-# swizzled the pass cost 9-16 points). N-first: two warps with the pass, one without (against two warps in
-# groups of 4 column tiles: 0.1-0.8 points ahead in 10 of 12 cases, 0.1 and 0.4 behind in two)
+# layout is plain. H200, same process:
+# storing plain scales directly ran 41-44% of a copy against 57-70%; where they are swizzled the pass cost 9-16
+# points. N-first with two warps (the pass) or one (none) against two in groups of 4 column tiles: 0.1-0.8
+# points ahead in 10 of 12 cases, 0.1 and 0.4 behind in two
 HOPPER_CONFIG = (1, True, 0, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
