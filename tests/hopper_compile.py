@@ -69,9 +69,14 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
 
 
 def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
-    """The sm_90 compile of a cast's Hopper kernel (module `name` with `options`; staged: the scale outputs are
-    the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
-    mod = find(name, **options)
+    """The sm_90 compile of a cast's Hopper kernel (module `name` with `options`, or the only kernel of the spec
+    file `name` ends in .ql; staged: the scale outputs are the scale pass's scratch), in the program order of
+    the module's HOPPER_CONFIG."""
+    if name.endswith(".ql"):
+        import quantlay
+        mod = quantlay.build(Path(name).read_text())
+    else:
+        mod = find(name, **options)
     x = torch.zeros(M, N, dtype=torch.bfloat16)
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
     return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // 64,
@@ -143,10 +148,10 @@ def cast_report(name, options, warps=2, tiles=1, staged=False):
 if __name__ == "__main__":
     driver.set_active(Sm90())
     report = {}
-    if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED, FLAGS 0 or 1 for every layout option
-        for arg in sys.argv[2:]:
+    if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED, FLAGS 0 or 1 for every layout option; NAME
+        for arg in sys.argv[2:]:  # may be a spec file (.ql) of one kernel without options
             name, flags, warps, tiles, staged = arg.split(":")
-            options = dict.fromkeys(find(name).OPTIONS, flags == "1")
+            options = {} if name.endswith(".ql") else dict.fromkeys(find(name).OPTIONS, flags == "1")
             report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1")
         print(json.dumps(report))
         sys.exit(0)

@@ -73,13 +73,37 @@ def test_backend_choice_and_errors():
         find("mxfp8_nvte").quantize(x, backend="gluon")
 
 
-def test_hopper_casts_compile_for_sm90_without_spills():
+# A user's spec the MXFP8 family takes: E5M2 codes, both directions' scales plain, the colwise data transposed
+E5M2_TRANSPOSED_SPEC = """
+kernel e5m2_transposed(x: bf16[M, N]) {
+    rowwise blocks 1x32 profile mxfp8_nvte_e5m2 {
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 32x1 profile mxfp8_nvte_e5m2 {
+        store data  as transpose
+        store scale as transpose
+    }
+}
+"""
+
+
+def test_a_user_spec_of_the_mxfp8_family_gets_the_hopper_kernel():
+    import quantlay
+    mod = quantlay.build(E5M2_TRANSPOSED_SPEC)
+    assert mod.BACKENDS == ("gluon", "triton") and mod.HOPPER_CONFIG == (2, True, 0, 1, True)
+    assert "_codes_colwise(q, True)" in Path(mod.__file__).read_text()
+
+
+def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
     """In a fresh process without the interpreter (the compile needs Triton's real front end)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = Path(__file__).parent / "hopper_compile.py"
+    spec = tmp_path / "e5m2_transposed.ql"
+    spec.write_text(E5M2_TRANSPOSED_SPEC)
     forms = ["mxfp4_cast_transpose_hw:1:2:1:0", "mxfp4_cast_transpose_hw:0:2:1:1", "mxfp4_cast_transpose_te:1:2:1:1",
              "mxfp4_cast_transpose_te:0:4:2:0", "mxfp4_cast_transpose_hw:1:1:2:0", "mxfp8_floor_transposed:0:2:1:1",
-             "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0"]
+             "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0", f"{spec}:0:2:1:1"]
     out = subprocess.run([sys.executable, str(script), "--casts", *forms], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -87,7 +111,7 @@ def test_hopper_casts_compile_for_sm90_without_spills():
         *_, tiles, staged = form.split(":")  # NAME:FLAGS:WARPS:TILES:STAGED
         tiles, staged = int(tiles), staged == "1"
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
-        if form.startswith("mxfp8"):
+        if form.startswith(("mxfp8", str(spec))):
             # a thread's 8 rows of 8 codes, then its 8 columns' transposed codes, as 8-byte stores; its few
             # scale bytes (a block's byte once: the blocks spread one a lane), staged ones marked evict_last
             data = {op: n for op, n in r["stores"].items() if op == "STG.E.64"}

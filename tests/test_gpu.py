@@ -134,6 +134,23 @@ def test_hopper_kernel_matches_triton_kernel_and_reference(kernel, opts):
 
 
 @sm90
+def test_hopper_kernel_of_a_user_spec():
+    """A spec outside the shipped ones that the MXFP8 family takes (E5M2 codes, plain scales): its Hopper kernel
+    against its Triton kernel and the reference, like the shipped modules."""
+    import quantlay
+    from quantlay.spec import load
+    from test_cast_hopper import E5M2_TRANSPOSED_SPEC
+    mod = quantlay.build(E5M2_TRANSPOSED_SPEC)
+    variant = load(E5M2_TRANSPOSED_SPEC)[0].variant()
+    for cname, x in _hopper_cases():
+        x = x.cuda()
+        ref = reference.quantize(variant, x)
+        assert [k for k in ref if not torch.equal(mod.quantize(x, backend="triton")[k].tensor, ref[k])] == [], cname
+        for form in _hopper_forms(mod)[:4]:
+            assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
+
+
+@sm90
 @pytest.mark.parametrize("kernel", [KERNELS[1], "mxfp8_floor_transposed"])
 def test_hopper_kernel_is_the_default_on_whole_tiles(kernel, monkeypatch):
     from quantlay.errors import LaunchError
