@@ -613,7 +613,7 @@ def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_d
     # colwise: a word column's block maxima (two columns) handed to one lane, the scales back
     m = gl.reduce(gl.reshape(ab, [BM // 32, 32, BN // 2]), 1, _max_u16x2)
     m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 64], [1, 32], [W, 1], [1, 0]))
-    mult, e = _scale_colwise(gl.reshape(gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF), [BM // 32, BN]) << 16)
+    mult, e = _scale_colwise(_lanes_apart(m) << 16)
     x3 = gl.reshape(x, [BM // 32, 32, BN])
     q = x3 * gl.expand_dims(gl.convert_layout(mult, gl.SliceLayout(1, x3.type.layout)), 1)
     # the codes transposed in the same threads ([BN, BM]), a thread's 8 rows first: 8-byte stores where the

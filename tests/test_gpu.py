@@ -212,7 +212,8 @@ HOPPER_MUTATIONS = {
 HOPPER8_MUTATIONS = {  # the transposing MXFP8 kernel's
     "a row block's scale from its even columns only": [("mult, e = _scale_rowwise(_lanes_max(m) << 16)",
                                                         "mult, e = _scale_rowwise((m & 0xFFFF) << 16)")],
-    "column 2j + 1 scaled by column 2j's block": [("gl.join(m & 0xFFFF, (m >> 16) & 0xFFFF)", "gl.join(m & 0xFFFF, m & 0xFFFF)")],
+    "column 2j + 1 scaled by column 2j's block": [("mult, e = _scale_colwise(_lanes_apart(m) << 16)",
+                                                  "mult, e = _scale_colwise(_lanes_apart((m & 0xFFFF) | (m << 16)) << 16)")],
     "a program's second tile encodes its first tile's words": [("_hopper_tile(gl.load(ptrs + t * (BN // 2)),",
                                                                 "_hopper_tile(gl.load(ptrs),")],
     "staged colwise scales in column-major order": [("+ rb * BN + cc, e.to(gl.uint8)", "+ cc * (BM // 32) + rb, e.to(gl.uint8)")],
