@@ -441,7 +441,7 @@ def _hopper_family(k, directions) -> Optional[str]:
                                                  and d["data"]["low_even"] for d in directions)):
         return "mxfp4"
     transposed = "transpose" in col["data"]["layout"].split("|")
-    if transposed and not col["oriented"] and all(not d["packed"] and d["hw_dtype"] for d in directions):
+    if transposed and all(not d["packed"] and d["hw_dtype"] for d in directions):  # (8-bit: never oriented)
         return "mxfp8"
     return None
 
