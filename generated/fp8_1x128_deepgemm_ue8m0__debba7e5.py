@@ -71,9 +71,10 @@ def _scale_rowwise(ab):
     """
     amax = ab.to(tl.float32, bitcast=True)
     amax = tl.maximum(amax, 9.999999747378752e-05)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     bad = (amax == 0.0) | (ab >= 0x7F800000)  # (floored) amax 0, Inf or NaN: multiplier 1
-    one = tl.full(amax.shape, 1.0, tl.float32)
-    sf = tl.where(bad, 1.0, tl.div_rn(amax, tl.full(amax.shape, 448.0, tl.float32)))
+    sf = tl.where(bad, 1.0, tl.div_rn(amax, zero + 448.0))
     sb = sf.to(tl.int32, bitcast=True)
     e = tl.minimum(tl.maximum((sb >> 23) + ((sb & 0x7FFFFF) != 0).to(tl.int32), 1), 254)
     sf = (e << 23).to(tl.float32, bitcast=True)  # rounded up to a power of two (UE8M0)

@@ -62,9 +62,10 @@ def _scale_rowwise(ab):
     F32Scale(amax_floor=0.0, pow2=True, rule='f_over_amax', store='f32')
     """
     amax = ab.to(tl.float32, bitcast=True)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     bad = (amax == 0.0) | (ab >= 0x7F800000)  # (floored) amax 0, Inf or NaN: multiplier 1
-    one = tl.full(amax.shape, 1.0, tl.float32)
-    m = tl.div_rn(tl.full(amax.shape, 448.0, tl.float32), amax)  # round-to-nearest division
+    m = tl.div_rn(zero + 448.0, amax)  # round-to-nearest division
     m = tl.where(bad, 1.0, m)
     m = tl.where(m == float("inf"), 3.4028234663852886e+38, m)
     m = (m.to(tl.int32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)  # power of two, rounded down
@@ -115,9 +116,10 @@ def _scale_colwise(ab):
     F32Scale(amax_floor=0.0, pow2=True, rule='f_over_amax', store='f32')
     """
     amax = ab.to(tl.float32, bitcast=True)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     bad = (amax == 0.0) | (ab >= 0x7F800000)  # (floored) amax 0, Inf or NaN: multiplier 1
-    one = tl.full(amax.shape, 1.0, tl.float32)
-    m = tl.div_rn(tl.full(amax.shape, 448.0, tl.float32), amax)  # round-to-nearest division
+    m = tl.div_rn(zero + 448.0, amax)  # round-to-nearest division
     m = tl.where(bad, 1.0, m)
     m = tl.where(m == float("inf"), 3.4028234663852886e+38, m)
     m = (m.to(tl.int32, bitcast=True) & 0x7F800000).to(tl.float32, bitcast=True)  # power of two, rounded down

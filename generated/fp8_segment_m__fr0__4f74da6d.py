@@ -62,9 +62,10 @@ def _scale_colwise(ab):
     """
     amax = ab.to(tl.float32, bitcast=True)
     amax = tl.maximum(amax, 9.999999747378752e-05)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     bad = (amax == 0.0) | (ab >= 0x7F800000)  # (floored) amax 0, Inf or NaN: multiplier 1
-    one = tl.full(amax.shape, 1.0, tl.float32)
-    m = tl.div_rn(tl.full(amax.shape, 448.0, tl.float32), amax)  # round-to-nearest division
+    m = tl.div_rn(zero + 448.0, amax)  # round-to-nearest division
     m = tl.where(bad, 1.0, m)
     m = tl.where(m == float("inf"), 3.4028234663852886e+38, m)
     return m, tl.div_rn(one, m)

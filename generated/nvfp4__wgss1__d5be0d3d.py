@@ -94,11 +94,12 @@ def _scale_rowwise(ab, ts):
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3', tensor_scale=True)
     """
     amax = ab.to(tl.float32, bitcast=True)
-    one = tl.full(amax.shape, 1.0, tl.float32)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
     # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
-    sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
-    sf = tl.div_rn(sf, tl.full(amax.shape, 1.0, tl.float32) * ts)  # relative to the per-tensor scale
+    sf = tl.div_rn(amax, zero + 6.0)
+    sf = tl.div_rn(sf, one * ts)  # relative to the per-tensor scale
     nan = sf != sf  # a NaN amax, or Inf / Inf and 0 / 0 with an Inf or zero tensor scale
     sf = tl.minimum(tl.maximum(sf, 0.015625), 448.0)
     sb = sf.to(tl.int32, bitcast=True)
@@ -262,11 +263,12 @@ def _scale_colwise(ab, ts):
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3', tensor_scale=True)
     """
     amax = ab.to(tl.float32, bitcast=True)
-    one = tl.full(amax.shape, 1.0, tl.float32)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
     # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
-    sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
-    sf = tl.div_rn(sf, tl.full(amax.shape, 1.0, tl.float32) * ts)  # relative to the per-tensor scale
+    sf = tl.div_rn(amax, zero + 6.0)
+    sf = tl.div_rn(sf, one * ts)  # relative to the per-tensor scale
     nan = sf != sf  # a NaN amax, or Inf / Inf and 0 / 0 with an Inf or zero tensor scale
     sf = tl.minimum(tl.maximum(sf, 0.015625), 448.0)
     sb = sf.to(tl.int32, bitcast=True)

@@ -92,10 +92,11 @@ def _scale_rowwise(ab):
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3')
     """
     amax = ab.to(tl.float32, bitcast=True)
-    one = tl.full(amax.shape, 1.0, tl.float32)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
     # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
-    sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
+    sf = tl.div_rn(amax, zero + 6.0)
     nan = sf != sf  # a NaN amax
     sf = tl.minimum(tl.maximum(sf, 0.015625), 448.0)
     sb = sf.to(tl.int32, bitcast=True)
@@ -259,10 +260,11 @@ def _scale_colwise(ab):
     F32Scale(amax_floor=0.0, pow2=False, rule='amax_over_f', store='e4m3')
     """
     amax = ab.to(tl.float32, bitcast=True)
-    one = tl.full(amax.shape, 1.0, tl.float32)
+    zero = (ab & 0).to(tl.float32)  # 0.0 in ab's shape and layout (no fill op: Gluon's would need a layout)
+    one = zero + 1.0
     # amax / F clamped to E4M3's normal range [0.015625, 448.0] (0 and Inf clamp), rounded to 3
     # mantissa bits with ties to even; NaN stays NaN (byte 0x7F, multiplier NaN)
-    sf = tl.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
+    sf = tl.div_rn(amax, zero + 6.0)
     nan = sf != sf  # a NaN amax
     sf = tl.minimum(tl.maximum(sf, 0.015625), 448.0)
     sb = sf.to(tl.int32, bitcast=True)
