@@ -3,7 +3,8 @@
     python bench/hopper_forms.py [--shapes 4096x6144,8192x8192] [--forms 2:0:4:1:0,2:1:0:1:1]
                                  [--kernels mxfp4_cast_transpose_te,mxfp8_floor_transposed]
 
-A form is num_warps:grid_n_first:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper).
+A form is num_warps:grid_n_first:grid_group:column tiles a program:scale pass (see the modules' _launch_hopper;
+the fused 1x128 casts' kernel takes 4, 8 or 16 warps).
 Prints % of a same-run copy for each kernel with a Hopper kernel (by default both MXFP4 profiles and the
 transposing MXFP8 cast) with its layout flags on and off (where it has any). Timing only: the GPU tests check
 the bytes.
@@ -39,7 +40,7 @@ for shape in (tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")):
         moved = bytes_moved(x, mod.quantize(x, backend="triton").values())
         ms = time_call(lambda: mod.quantize(x, backend="triton"))[0]
         row = [f"triton {moved / ms / 1e6 / copy * 100:.1f}"]
-        bufs = {k: torch.empty(s[2], dtype=torch.uint8, device="cuda") for k, s in mod._shapes(*shape).items()}
+        bufs = {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda") for k, s in mod._shapes(*shape).items()}
         for w, n_first, g, t, staged in forms:
             form = (w, bool(n_first), g, t, bool(staged))
             ms = time_call(lambda: mod._launch_hopper(x, bufs, *shape, *form))[0]

@@ -17,6 +17,10 @@ import torch
 from quantlay import inputs
 import quantlay.generated as gen
 
+# (num_warps, grid_n_first, grid_group, column tiles a program, scale pass) by Hopper family (_launch_hopper)
+MX_FORMS = ((1, False, 4, 1, False), (4, False, 2, 2, True), (2, False, 0, 1, True), (2, True, 0, 2, False))
+HOPPER_FORMS = {"mxfp4": MX_FORMS, "mxfp8": MX_FORMS,
+                "fp8_1x128": ((4, False, 2, 2, True), (16, False, 0, 1, True), (8, True, 0, 2, False), (4, True, 0, 1, False))}
 manifest = json.loads((Path(gen.__file__).parent / "MANIFEST.json").read_text())
 only = set(filter(None, os.environ.get("MEMCHECK_KERNELS", "").split(",")))
 count = 0
@@ -37,11 +41,11 @@ for e in manifest["files"]:
         for r in (2, 4):
             mod.quantize(xe, block_m=64, block_n=64, num_warps=2, region_m=r)
     hopper = "gluon" in mod.BACKENDS and torch.cuda.get_device_capability() == (9, 0)
-    if hopper:  # the Hopper kernel takes whole tiles only: an even shape in each form the tests run
+    if hopper:  # the Hopper kernel takes whole tiles only: an even shape in forms the tests run
         xe = inputs.specials(512, 768, seed=3).cuda()
         mod.quantize(xe, backend="gluon")
-        for form in ((1, False, 4, 1, False), (4, False, 2, 2, True), (2, False, 0, 1, True), (2, True, 0, 2, False)):
-            mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=torch.uint8, device="cuda")
+        for form in HOPPER_FORMS[mod.HOPPER_FAMILY]:
+            mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda")
                                     for k, s in mod._shapes(512, 768).items()}, 512, 768, *form)
     torch.cuda.synchronize()
     count += 1

@@ -424,16 +424,23 @@ def _layout_doc(o: OutputIR) -> str:
 
 
 def _hopper_family(k, directions) -> Optional[str]:
-    """The Hopper (Gluon) cast-transpose family that covers the kernel, or None. Both take bf16 input quantized
-    rowwise in 1x32 blocks and columnwise in 32x1 blocks under E8M0 scales, nothing segmented or two-level:
+    """The Hopper (Gluon) cast-transpose family that covers the kernel, or None. Each takes bf16 input quantized
+    rowwise and columnwise, nothing segmented or two-level. Under E8M0 scales in 1x32 and 32x1 blocks:
     "mxfp4", both into 4-bit codes (even element in the low nibble) by the bf16x2 power-of-two encoders, the
     colwise direction on the transposed tile; "mxfp8", both into 8-bit codes by the GPU's convert, the colwise
     codes stored transposed (the Triton kernel's transposition through shared memory is what the family
-    avoids)."""
+    avoids). Under fp32 scales stored as fp32 in 1x128 and 128x1 blocks: "fp8_1x128", both into 8-bit codes by
+    the GPU's convert, the colwise codes stored as they are or transposed (the fused 1x128 casts: the family's
+    reductions across warps take two barriers a tile where the compiler's take 15)."""
     if k.dtype != "bf16" or k.groups or len(directions) != 2:
         return None
     row, col = directions
-    if ((row["bh"], row["bw"]), (col["bh"], col["bw"])) != ((1, 32), (32, 1)) or row["oriented"]:
+    blocks = ((row["bh"], row["bw"]), (col["bh"], col["bw"]))
+    if (blocks == ((1, 128), (128, 1)) and not row["oriented"]
+            and all(d["scale_kind"] == "f32" and d["store"] == "f32" and not d["tensor_scale"] and not d["packed"]
+                    and d["hw_dtype"] for d in directions)):
+        return "fp8_1x128"
+    if blocks != ((1, 32), (32, 1)) or row["oriented"]:
         return None
     if any(d["scale_kind"] != "e8m0" or d["tensor_scale"] for d in directions):
         return None
@@ -507,11 +514,12 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         "region_output": word_outputs[0] if len(word_outputs) == 1 and not k.groups else None,
         "pair_rows": any(c["pair"] for c in directions),
         # the Hopper (sm_90) path beside the Triton kernel, a family (templates/mx_cast_gluon.jinja) or None.
-        # Its default stages the scales (the scale pass) where a scale layout is plain: a tile gives each of
-        # its rows 2 bytes, each a partial-sector write stored directly
+        # The MX families' default stages the scales (the scale pass) where a scale layout is plain: a tile
+        # gives each of its rows 2 bytes, each a partial-sector write stored directly (fp32 scales: 4 bytes
+        # a row, stored directly as the Triton kernel's tuned entries do)
         "hopper": hopper,
-        "hopper_staged": hopper is not None and any(set(o["layout"].split("|")) <= {"row_major", "transpose"}
-                                        for o in outputs if o["role"] == "scale"),
+        "hopper_staged": hopper in ("mxfp4", "mxfp8") and any(set(o["layout"].split("|")) <= {"row_major", "transpose"}
+                                                              for o in outputs if o["role"] == "scale"),
         "words6": [o for o in outputs if o["words6"]],
         "tile_m": default_m, "tile_n": default_n,
         "num_warps": min(8, max(1, default_m * default_n // per_warp)),

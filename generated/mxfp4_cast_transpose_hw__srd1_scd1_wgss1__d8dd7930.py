@@ -33,6 +33,7 @@ NAME = "mxfp4_cast_transpose_hw__srd1_scd1_wgss1__d8dd7930"
 OPTIONS = {"shuffle_rowwise_data": True, "shuffle_columnwise_data": True, "with_gemm_swizzled_scales": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 64, 64, 2  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 64, 64  # what the blocks and tiled layouts need
+HOPPER_FAMILY = "mxfp4"
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
 # grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
 # layout is plain. H200, same process:
@@ -1131,14 +1132,19 @@ def _hopper_layouts(warps):
     return {"SL": gl.SwizzledSharedLayout(4, 1, 8, [1, 0])}
 
 
+def _hopper_block(warps, tiles):
+    """A program's rows and columns: tiles of 32 num_warps x 64."""
+    return 32 * warps, 64 * tiles
+
+
 def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
-    on), on whole tiles of 32 num_warps x 64 with no padding cell, reading bf16 pairs as words."""
+    on), on whole programs' tiles (_hopper_block) with no padding cell, reading bf16 pairs as words."""
     if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
         return "it runs compiled on sm_90 GPUs (H100, H200) only"
     if M == 0 or N == 0:
         return "x is empty"
-    bm, bn = 32 * warps, 64 * tiles
+    bm, bn = _hopper_block(warps, tiles)
     if rows != M or cols != N or M % bm or N % bn:
         return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
                 f"pad to [{rows}, {cols}])")
@@ -1148,21 +1154,21 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
 
 
 def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
-    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (BLOCK_M = 32
-    num_warps), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a program,
-    and the scale pass (staged)."""
-    bm = 32 * warps
-    grid_m, grid_n = M // bm, N // 64
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (with the family's
+    tile: _hopper_block), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a
+    program, and the scale pass (staged)."""
+    bm, bn = _hopper_block(warps, 1)
+    grid_m, grid_n = M // bm, N // bn
     idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
-    scratch = _scale_scratch(x2, grid_m, grid_n, bm, 64) if staged else {}
+    scratch = _scale_scratch(x2, grid_m, grid_n, bm, bn) if staged else {}
     grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, n_first, group)
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
-                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=64, W=warps, TILES=tiles,
+                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=bn, W=warps, TILES=tiles,
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
                          **_hopper_layouts(warps), num_warps=warps, launch_pdl=True)
     if staged:
         # four warps a pass program: behind this kernel eight ran level or lower (H200, docs/performance.md)
-        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, 64, idx64, True, 4)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, bn, idx64, True, 4)
 
 
 def _sizes(M, N):

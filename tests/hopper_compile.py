@@ -68,19 +68,23 @@ def compile_hopper(name, M=1024, N=768, K=1024, G=4, mod=None, lead=(), add_by_t
                                      STAGES=stages, GROUP_M=8, IDX64=False, num_warps=4, maxnreg=168, grid=(132,))
 
 
-def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
-    """The sm_90 compile of a cast's Hopper kernel (module `name` with `options`, or the only kernel of the spec
-    file `name` ends in .ql; staged: the scale outputs are the scale pass's scratch), in the program order of
-    the module's HOPPER_CONFIG."""
+def cast_module(name, **options):
+    """Module `name` with `options`, or the one of the only kernel of the spec file `name` ends in .ql."""
     if name.endswith(".ql"):
         import quantlay
-        mod = quantlay.build(Path(name).read_text())
-    else:
-        mod = find(name, **options)
+        return quantlay.build(Path(name).read_text())
+    return find(name, **options)
+
+
+def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
+    """The sm_90 compile of a cast's Hopper kernel (of cast_module(name, **options); staged: the scale outputs
+    are the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
+    mod = cast_module(name, **options)
     x = torch.zeros(M, N, dtype=torch.bfloat16)
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
-    return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // 64,
-                                     BM=32 * warps, BN=64, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG[1],
+    bm, bn = mod._hopper_block(warps, 1)
+    return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // bn,
+                                     BM=bm, BN=bn, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG[1],
                                      GRID_GROUP=mod.HOPPER_CONFIG[2], IDX64=False, SCALE_PASS=staged,
                                      **mod._hopper_layouts(warps), num_warps=warps, grid=(1,))
 
@@ -138,7 +142,8 @@ def cast_report(name, options, warps=2, tiles=1, staged=False):
     instructions per element of a thread's tile, all and those of the ALU pipe."""
     k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, **options)
     ops = sass_ops(k.asm["cubin"])
-    per_element = 32 * warps / (32 * warps * 64 * tiles)
+    bm, bn = cast_module(name, **options)._hopper_block(warps, tiles)
+    per_element = 32 * warps / (bm * bn)
     return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
             "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
             "lane_instructions_per_element": sum(ops.values()) * per_element,

@@ -1,6 +1,6 @@
 """The Hopper (Gluon) casts without a GPU: which casts have one, how the launcher chooses, and that each
 compiles for sm_90 (Triton's compiler and ptxas run here; nothing launches) with no spills and its data bytes
-leaving in wide stores (MXFP4: 16 bytes; MXFP8: 8). The MXFP4 encoders' PTX runs in
+leaving in wide stores (MXFP4: 16 bytes; MXFP8 and the fused 1x128 casts: 8). The MXFP4 encoders' PTX runs in
 tests/test_encoders_exhaustive.py's model; results are tested on the H200 (tests/test_gpu.py), against the
 Triton kernel and the reference."""
 import json
@@ -21,23 +21,29 @@ from conftest import DEVICE
 FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_scales")
 
 
-def test_hopper_kernels_exist_for_the_transposing_mx_casts_only():
-    """Both MXFP4 cast-transposes (every flag setting) and the MXFP8 cast whose colwise codes are transposed;
-    not the MXFP8 casts that store both directions untransposed (the Triton kernel moves no tile there)."""
+def test_hopper_kernels_exist_for_the_transposing_mx_casts_and_the_fused_1x128_casts():
+    """Both MXFP4 cast-transposes (every flag setting), the MXFP8 cast whose colwise codes are transposed and
+    the fused 1x128 casts (colwise codes transposed or not); not the MXFP8 casts that store both directions
+    untransposed (the Triton kernel moves no tile there), nor one-direction or segmented casts."""
     from quantlay.lower import lower
     from quantlay.spec import shipped_kernels
     casts = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")]
     have = [(k, o) for k, o in casts if "gluon" in find(k, **o).BACKENDS]
-    assert len(have) == 18 and {k for k, _ in have} == {"mxfp4_cast_transpose_hw", "mxfp4_cast_transpose_te",
-                                                        "mxfp8_floor_transposed"}
+    assert len(have) == 21
     families = {k: lower(shipped_kernels()[k].variant(**o))["hopper"] for k, o in have}
     assert families == {"mxfp4_cast_transpose_hw": "mxfp4", "mxfp4_cast_transpose_te": "mxfp4",
-                        "mxfp8_floor_transposed": "mxfp8"}
+                        "mxfp8_floor_transposed": "mxfp8", "fp8_1x128_rocm_te": "fp8_1x128",
+                        "fp8_1x128_nvte": "fp8_1x128"}
     for k, o in have:
-        warps, n_first, group, tiles, staged = find(k, **o).HOPPER_CONFIG
+        mod = find(k, **o)
+        assert mod.HOPPER_FAMILY == families[k]
+        warps, n_first, group, tiles, staged = mod.HOPPER_CONFIG
+        assert tiles == 1 and (n_first, group) == (True, 0), (k, o)
+        if families[k] == "fp8_1x128":  # fp32 scales, 4 bytes a row of a tile, stored directly
+            assert (warps, staged) == (8, False), (k, o)
+            continue
         # the scale pass exactly where a scale layout is plain (not swizzled)
         assert staged == (not o["with_gemm_swizzled_scales"]), (k, o)
-        assert tiles == 1 and (n_first, group) == (True, 0), (k, o)
 
 
 def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():
@@ -88,11 +94,54 @@ kernel e5m2_transposed(x: bf16[M, N]) {
 """
 
 
+# A user's spec the fused 1x128 family takes: other scale rules than the shipped casts' (DeepGEMM's sf = amax / 448,
+# rounded up to a power of two rowwise), the colwise data transposed. Scales stored as UE8M0 exponent bytes are
+# left to the Triton kernel (the family stores fp32 scales)
+FUSED_1X128_SPECS = {
+    "fp8_1x128_deepgemm_rules": """
+kernel deepgemm_both(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_deepgemm_ue8m0 {
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 128x1 profile fp8_block_deepgemm {
+        store data  as transpose
+        store scale as transpose
+    }
+}
+""",
+}
+EXPONENT_BYTES_SPEC = """
+kernel ue8m0_bytes_both(x: bf16[M, N]) {
+    rowwise blocks 1x128 profile fp8_block_deepgemm_ue8m0_bytes {
+        store data  as row_major
+        store scale as row_major
+    }
+    colwise blocks 128x1 profile fp8_block_deepgemm_ue8m0_bytes {
+        store data  as row_major
+        store scale as row_major
+    }
+}
+"""
+
+
 def test_a_user_spec_of_the_mxfp8_family_gets_the_hopper_kernel():
     import quantlay
     mod = quantlay.build(E5M2_TRANSPOSED_SPEC)
     assert mod.BACKENDS == ("gluon", "triton") and mod.HOPPER_CONFIG == (2, True, 0, 1, True)
     assert "_codes_colwise(q, True)" in Path(mod.__file__).read_text()
+
+
+def test_users_specs_of_the_fused_1x128_family_get_the_hopper_kernel():
+    import quantlay
+    for text in FUSED_1X128_SPECS.values():
+        mod = quantlay.build(text)
+        assert mod.BACKENDS == ("gluon", "triton") and mod.HOPPER_FAMILY == "fp8_1x128"
+        assert mod.HOPPER_CONFIG == (8, True, 0, 1, False)
+    # not a one-direction cast, nor scales stored as exponent bytes
+    one = FUSED_1X128_SPECS["fp8_1x128_deepgemm_rules"].split("    colwise")[0] + "}\n"
+    assert quantlay.build(one).BACKENDS == ("triton",)
+    assert quantlay.build(EXPONENT_BYTES_SPEC).BACKENDS == ("triton",)
 
 
 def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
@@ -101,9 +150,15 @@ def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
     script = Path(__file__).parent / "hopper_compile.py"
     spec = tmp_path / "e5m2_transposed.ql"
     spec.write_text(E5M2_TRANSPOSED_SPEC)
+    users = []
+    for name, text in FUSED_1X128_SPECS.items():
+        (tmp_path / f"{name}.ql").write_text(text)
+        users.append(f"{tmp_path / name}.ql:0:8:1:0")
     forms = ["mxfp4_cast_transpose_hw:1:2:1:0", "mxfp4_cast_transpose_hw:0:2:1:1", "mxfp4_cast_transpose_te:1:2:1:1",
              "mxfp4_cast_transpose_te:0:4:2:0", "mxfp4_cast_transpose_hw:1:1:2:0", "mxfp8_floor_transposed:0:2:1:1",
-             "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0", f"{spec}:0:2:1:1"]
+             "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0", f"{spec}:0:2:1:1",
+             "fp8_1x128_rocm_te:0:8:1:0", "fp8_1x128_nvte:0:8:1:0", "fp8_1x128_nvte:1:8:1:0", "fp8_1x128_nvte:1:4:2:1",
+             "fp8_1x128_rocm_te:0:16:1:1", *users]
     out = subprocess.run([sys.executable, str(script), "--casts", *forms], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -111,6 +166,25 @@ def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
         *_, tiles, staged = form.split(":")  # NAME:FLAGS:WARPS:TILES:STAGED
         tiles, staged = int(tiles), staged == "1"
         assert r["local"] == 0 and r["stack"] == 0, (form, r)
+        if "fp8_1x128" in form:
+            # a thread's codes of a row (8) or of a column (8, or 16 rows on four warps) as 8- or 16-byte stores:
+            # the 2 (64 // warps) 8 bytes of its rows of 8 columns in both directions; each scale stored once
+            # a tile (a layout wider than the values stores them again): its row block's fp32 value, its word
+            # column's two blocks' as 8 bytes; staged ones marked evict_last
+            warps = int(form.split(":")[2])
+            wide = sum(n * (16 if op.endswith("128") else 8) for op, n in r["stores"].items() if op.endswith((".64", ".128")))
+            narrow = {op: n for op, n in r["stores"].items() if not op.endswith((".64", ".128"))}
+            if ".ql" in form:  # a user's spec with transposed colwise scales (a word column's two blocks in two
+                # rows of the scales: two 4-byte stores)
+                assert wide == 2 * (64 // warps) * 8 * tiles and sum(narrow.values()) == 3 * tiles, (form, r)
+            else:
+                assert wide == (2 * (64 // warps) + 1) * 8 * tiles and sum(narrow.values()) == tiles, (form, r)
+                assert not any("U8" in op or "U16" in op for op in r["stores"]), (form, r)
+            assert all(".EL" in op for op in narrow) == staged, (form, r)
+            # the H200 timings (docs/performance.md): eight warps at 12.9-15.3 lane-instructions an element
+            # (the Triton kernel: 10.5), two barriers a tile where the compiler's conversions take 15
+            assert r["lane_instructions_per_element"] < (16 if warps == 8 else 19.5), (form, r)
+            continue
         if form.startswith(("mxfp8", str(spec))):
             # a thread's 8 rows of 8 codes, then its 8 columns' transposed codes, as 8-byte stores; its few
             # scale bytes (a block's byte once: the blocks spread one a lane), staged ones marked evict_last

@@ -80,19 +80,24 @@ def test_more_than_2_31_elements(mxfp4_kernels, M):
 # ---- the Hopper (Gluon) kernels: against the Triton kernel and the reference ------------------------------
 sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                           reason="the Hopper kernel runs on sm_90 only")
-# every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting, the transposing MXFP8 cast
+# every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting, the transposing MXFP8 cast,
+# the fused 1x128 casts
 HOPPER_MODULES = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")
                   and "gluon" in find(k, **dict(o)).BACKENDS]
 # (num_warps, grid_n_first, grid_group, column tiles a program, scale pass): forms the launcher takes beside
-# each module's default (HOPPER_CONFIG, with the scale pass and without)
-HOPPER_FORMS = [(1, False, 4, 1, False), (1, False, 4, 1, True), (4, False, 4, 1, True), (2, False, 1, 2, False),
-                (4, False, 2, 2, True), (2, False, 0, 1, False), (2, True, 0, 1, True), (4, True, 0, 2, False)]
+# each module's default (HOPPER_CONFIG, with the scale pass and without), by family (its tiles: 32 num_warps x 64,
+# or 128x128 on 4, 8 or 16 warps)
+MX_FORMS = [(1, False, 4, 1, False), (1, False, 4, 1, True), (4, False, 4, 1, True), (2, False, 1, 2, False),
+            (4, False, 2, 2, True), (2, False, 0, 1, False), (2, True, 0, 1, True), (4, True, 0, 2, False)]
+HOPPER_FORMS = {"mxfp4": MX_FORMS, "mxfp8": MX_FORMS,
+                "fp8_1x128": [(4, False, 4, 1, False), (16, False, 4, 1, True), (4, False, 2, 2, True),
+                              (16, False, 0, 1, False), (8, True, 0, 2, False), (4, True, 0, 1, False)]}
 
 
 def _hopper_forms(mod):
-    """The module's default form, with the scale pass and without, then HOPPER_FORMS."""
+    """The module's default form, with the scale pass and without, then its family's HOPPER_FORMS."""
     *rest, staged = mod.HOPPER_CONFIG
-    return [mod.HOPPER_CONFIG, (*rest, not staged)] + HOPPER_FORMS
+    return [mod.HOPPER_CONFIG, (*rest, not staged)] + HOPPER_FORMS[mod.HOPPER_FAMILY]
 
 
 def _hopper_cases():
@@ -107,6 +112,10 @@ def _hopper_cases():
             yield f"{cname}{shape}", make(*shape, seed=3)
 
 
+def _same_bytes(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
 def _assert_hopper_matches(mod, variant, forms, few):
     """The Triton kernel and the Hopper kernel in each of `forms` against the reference on _hopper_cases (the
     first `few` forms only where the case is neither every bf16 pattern nor the special values)."""
@@ -114,7 +123,7 @@ def _assert_hopper_matches(mod, variant, forms, few):
         x = x.cuda()
         ref = reference.quantize(variant, x)
         triton_res = mod.quantize(x, backend="triton")
-        assert [k for k in ref if not torch.equal(triton_res[k].tensor, ref[k])] == [], cname
+        assert [k for k in ref if not _same_bytes(triton_res[k].tensor, ref[k])] == [], cname
         every = cname.startswith("allbits") or cname.startswith("specials")
         for form in forms if every else forms[:few]:
             assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
@@ -124,9 +133,11 @@ def _hopper_wrong(mod, x, ref, form):
     """The outputs the Hopper kernel in `form` gets wrong against the reference's `ref` (buffers poisoned
     first: every cell must be written)."""
     M, N = x.shape
-    bufs = {k: torch.full(s[2], 0xAB, dtype=torch.uint8, device="cuda") for k, s in mod._shapes(M, N).items()}
+    bufs = {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda") for k, s in mod._shapes(M, N).items()}
+    for b in bufs.values():
+        b.view(torch.uint8).fill_(0xAB)
     mod._launch_hopper(x, bufs, M, N, *form)
-    return [k for k in ref if not torch.equal(bufs[k], ref[k])]
+    return [k for k in ref if not _same_bytes(bufs[k], ref[k])]
 
 
 @sm90
@@ -138,20 +149,27 @@ def test_hopper_kernel_matches_triton_kernel_and_reference(kernel, opts):
     _assert_hopper_matches(mod, shipped_kernels()[kernel].variant(**opts), _hopper_forms(mod), 2)
 
 
+def _user_specs():
+    from test_cast_hopper import E5M2_TRANSPOSED_SPEC, FUSED_1X128_SPECS
+    return {"mxfp8_e5m2_transposed": E5M2_TRANSPOSED_SPEC, **FUSED_1X128_SPECS}
+
+
 @sm90
-def test_hopper_kernel_of_a_user_spec():
-    """A spec outside the shipped ones that the MXFP8 family takes (E5M2 codes, plain scales): its Hopper kernel
-    against its Triton kernel and the reference, like the shipped modules."""
+@pytest.mark.parametrize("spec", sorted(_user_specs()))
+def test_hopper_kernel_of_a_user_spec(spec):
+    """Specs outside the shipped ones that a family takes (MXFP8: E5M2 codes, plain scales; fused 1x128: DeepGEMM's
+    scale rules, transposed colwise scales): the Hopper kernel against the Triton kernel and the reference, like
+    the shipped modules."""
     import quantlay
     from quantlay.spec import load
-    from test_cast_hopper import E5M2_TRANSPOSED_SPEC
-    mod = quantlay.build(E5M2_TRANSPOSED_SPEC)
+    text = _user_specs()[spec]
+    mod = quantlay.build(text)
     forms = _hopper_forms(mod)[:4]
-    _assert_hopper_matches(mod, load(E5M2_TRANSPOSED_SPEC)[0].variant(), forms, len(forms))
+    _assert_hopper_matches(mod, load(text)[0].variant(), forms, len(forms))
 
 
 @sm90
-@pytest.mark.parametrize("kernel", [KERNELS[1], "mxfp8_floor_transposed"])
+@pytest.mark.parametrize("kernel", [KERNELS[1], "mxfp8_floor_transposed", "fp8_1x128_nvte"])
 def test_hopper_kernel_is_the_default_on_whole_tiles(kernel, monkeypatch):
     from quantlay.errors import LaunchError
     calls = []
@@ -165,18 +183,18 @@ def test_hopper_kernel_is_the_default_on_whole_tiles(kernel, monkeypatch):
     mod = recorded(find(kernel, **dict.fromkeys(flags, True)))
     x = inputs.normal(512, 768, seed=1).cuda()
     mod.quantize(x)  # whole tiles: the Hopper kernel
-    mod.quantize(x, block_m=64)  # launch settings given: the Triton kernel
+    mod.quantize(x, num_warps=4)  # launch settings given: the Triton kernel
     mod.quantize(x, backend="triton")
-    ragged = inputs.normal(320, 768, seed=1).cuda()  # its swizzled scales pad the rows to 512
+    ragged = inputs.normal(320, 768, seed=1).cuda()  # MX: its swizzled scales pad the rows to 512; 1x128: 320 rows
     mod.quantize(ragged)
-    with pytest.raises(LaunchError, match=r"not whole \d+x64 tiles with no padding"):
+    with pytest.raises(LaunchError, match=r"not whole \d+x\d+ tiles with no padding"):
         mod.quantize(ragged, backend="gluon")
     assert calls == [(512, 768)]
     # plain scale layouts (the scale pass): the Hopper kernel at every whole-tile size too
     mod = recorded(find(kernel, **dict.fromkeys(flags, False)))
     calls.clear()
     mod.quantize(x)
-    mod.quantize(x, block_m=64)
+    mod.quantize(x, num_warps=4)
     assert calls == [(512, 768)]
 
 
@@ -199,6 +217,29 @@ def test_mxfp8_hopper_kernel_past_2_31_elements():
         assert torch.equal(res["colwise_scale"][:, r0 // 32:(r0 + 2048) // 32], ref["colwise_scale"])
 
 
+@sm90
+@pytest.mark.big_memory
+def test_fused_1x128_hopper_kernel_past_2_31_elements():
+    """The fused 1x128 cast's Hopper kernel (NVIDIA's GEMM_READY layouts: the colwise codes transposed, the
+    rowwise scales MN-major) on an input of more than 2^31 elements (64-bit offsets), against the reference on
+    its first, middle and last rows, output by output in logical order."""
+    variant = shipped_kernels()["fp8_1x128_nvte"].variant(gemm_ready=True)
+    mod = find("fp8_1x128_nvte", gemm_ready=True)
+    M, N = 65536, 32896
+    assert M * N > 2 ** 31
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    res = mod.quantize(x, backend="gluon")
+    logical = {k: reference.logical_view(variant.output(k), res[k].tensor, M, N) for k in res}
+    del res
+    for r0 in (0, 32768, M - 2048):
+        ref = reference.quantize(variant, x[r0:r0 + 2048])
+        for k in ref:
+            want = reference.logical_view(variant.output(k), ref[k], 2048, N)
+            per = M // logical[k].shape[0]  # 1: a row per row of x; 128: a row per block of rows
+            assert torch.equal(logical[k][r0 // per:(r0 + 2048) // per], want), (r0, k)
+
+
 HOPPER_MUTATIONS = {
     "odd rows read the even rows' words": [("_hopper_rows(so, pid_m, 1,", "_hopper_rows(se, pid_m, 1,")],
     "column 2j + 1 scaled by column 2j's block": [("mult1, e1 = _scale_colwise(m & -65536)",
@@ -218,10 +259,22 @@ HOPPER8_MUTATIONS = {  # the transposing MXFP8 kernel's
                                                                 "_hopper_tile(gl.load(ptrs),")],
     "staged colwise scales in column-major order": [("+ rb * BN + cc, e.to(gl.uint8)", "+ cc * (BM // 32) + rb, e.to(gl.uint8)")],
 }
+HOPPER128_MUTATIONS = {  # the fused 1x128 kernel's
+    "a row block's scale from its even columns only": [("mult, e = _scale_rowwise(_lanes_max(m) << 16)",
+                                                        "mult, e = _scale_rowwise((m & 0xFFFF) << 16)")],
+    "column 2j + 1 scaled by column 2j's block": [("mult, e = _scale_colwise(_lanes_apart(m) << 16)",
+                                                  "mult, e = _scale_colwise(_lanes_apart((m & 0xFFFF) | (m << 16)) << 16)")],
+    "the colwise codes scaled by the rows' multipliers": [("mc.load(gl.SliceLayout(0, L))", "mr.load(gl.SliceLayout(0, L))")],
+    "a program's second tile encodes its first tile's words": [("_hopper_tile(gl.load(ptrs + t * (BN // 2)),",
+                                                                "_hopper_tile(gl.load(ptrs),")],
+    "staged row scales of every row tile in the first one's place": [("(pid_m * GRID_N + pid_n) * BM + rr + cb",
+                                                                      "pid_n * BM + rr + cb")],
+}
 # bug -> (kernel, its options, edits)
 HOPPER_BUGS = {**{b: (KERNELS[0], dict.fromkeys(FLAGS, True), e) for b, e in HOPPER_MUTATIONS.items()},
                **{"mxfp8: " + b: ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, e)
-                  for b, e in HOPPER8_MUTATIONS.items()}}
+                  for b, e in HOPPER8_MUTATIONS.items()},
+               **{"fp8_1x128: " + b: ("fp8_1x128_nvte", {"gemm_ready": True}, e) for b, e in HOPPER128_MUTATIONS.items()}}
 
 
 @sm90
@@ -266,7 +319,8 @@ def _group_lengths():
 PDL_CASTS = {
     "triton": ("mxfp8_nvte", {}, lambda m, x: m.quantize(x)),
     "triton with the scale pass": (KERNELS[1], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x, backend="triton")),
-    "fused 1x128": ("fp8_1x128_rocm_te", {}, lambda m, x: m.quantize(x)),
+    "fused 1x128": ("fp8_1x128_rocm_te", {}, lambda m, x: m.quantize(x, backend="triton")),
+    "hopper fused 1x128": ("fp8_1x128_nvte", {"gemm_ready": True}, lambda m, x: m.quantize(x)),
     "hopper": (KERNELS[1], dict.fromkeys(FLAGS, True), lambda m, x: m.quantize(x)),
     "hopper with the scale pass": (KERNELS[0], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x)),
     "hopper mxfp8": ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": True}, lambda m, x: m.quantize(x)),
