@@ -12,7 +12,7 @@ import functools
 import os
 import threading
 from dataclasses import dataclass
-from typing import Dict, Iterator, Mapping, Tuple
+from typing import Dict, Iterator, Mapping, NamedTuple, Tuple
 
 import torch
 
@@ -224,6 +224,16 @@ def _sm90(device) -> bool:
 
 
 MAX_GRID_Y = 65535  # CUDA's limit on grid axis 1 (axis 0 takes 2^31 - 1)
+
+
+class HopperConfig(NamedTuple):
+    """A cast's Hopper (Gluon) kernel launch: the arguments of a module's _launch_hopper after its buffers and
+    sizes (speed settings only; every one gives the same bytes)."""
+    num_warps: int
+    grid_n_first: bool  # consecutive programs walk along N (launch_grid)
+    grid_group: int     # groups of that many column tiles side by side (launch_grid)
+    tiles: int          # column tiles a program
+    staged: bool        # scales staged whole for the scale pass
 
 
 def launch_grid(tiles_m: int, tiles_n: int, n_first: bool, group: int = 0):

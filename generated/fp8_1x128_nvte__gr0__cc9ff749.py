@@ -34,11 +34,11 @@ OPTIONS = {"gemm_ready": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
 HOPPER_FAMILY = "fp8_1x128"
-# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
-# grid_group, column tiles a program, scale pass); tiles of 128x128. H200, same process:
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass); tiles of 128x128. H200, same process:
 # eight warps (a thread 8 rows) against the Triton kernel's tuned launch: 84.9-86.1 / 88.9-89.1 / 90.1-90.3% of a
 # copy against 73.7-77.5 / 82.1-85.3 / 85.1-88.3% at 4096x6144 / 8192x8192 / 16384x8192 (four warps 79.0-89.1%)
-HOPPER_CONFIG = (8, True, 0, 1, False)
+HOPPER_CONFIG = runtime.HopperConfig(8, True, 0, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -730,7 +730,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass, l2_prefetch)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
-        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[3])
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG.num_warps, HOPPER_CONFIG.tiles)
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
             return tag(x, [bufs[k] for k in LAYOUTS])

@@ -34,13 +34,13 @@ OPTIONS = {"shuffle_rowwise_data": False, "shuffle_columnwise_data": False, "wit
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 HOPPER_FAMILY = "mxfp4"
-# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
-# grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
-# layout is plain. H200, same process:
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The
+# scale pass where a scale layout is plain. H200, same process:
 # storing plain scales directly ran 41-44% of a copy against 57-70%; where they are swizzled the pass cost 9-16
 # points. N-first with two warps (the pass) or one (none) against two in groups of 4 column tiles: 0.1-0.8
 # points ahead in 10 of 12 cases, 0.1 and 0.4 behind in two
-HOPPER_CONFIG = (1, True, 0, 1, False)
+HOPPER_CONFIG = runtime.HopperConfig(1, True, 0, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -1261,7 +1261,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass, l2_prefetch)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
-        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[3])
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG.num_warps, HOPPER_CONFIG.tiles)
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
             return tag(x, [bufs[k] for k in LAYOUTS])

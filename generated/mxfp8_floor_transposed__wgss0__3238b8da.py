@@ -34,12 +34,12 @@ OPTIONS = {"with_gemm_swizzled_scales": False}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 HOPPER_FAMILY = "mxfp8"
-# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its (num_warps, grid_n_first,
-# grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The scale pass where a scale
-# layout is plain. H200, same process:
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The
+# scale pass where a scale layout is plain. H200, same process:
 # storing plain scales directly ran 64-70% of a copy against 83-90%. N-first; two warps with the pass (four
 # level), four where scales are swizzled (0.9-3.0 points ahead of two)
-HOPPER_CONFIG = (2, True, 0, 1, True)
+HOPPER_CONFIG = runtime.HopperConfig(2, True, 0, 1, True)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
@@ -766,7 +766,7 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
                 scale_pass, l2_prefetch)
     if backend == "gluon" or (backend is None and all(v is None for v in settings)):
-        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG[0], HOPPER_CONFIG[3])
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG.num_warps, HOPPER_CONFIG.tiles)
         if why is None:
             _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
             return tag(x, [bufs[k] for k in LAYOUTS])

@@ -84,8 +84,8 @@ def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **op
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
     bm, bn = mod._hopper_block(warps, 1)
     return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // bn,
-                                     BM=bm, BN=bn, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG[1],
-                                     GRID_GROUP=mod.HOPPER_CONFIG[2], IDX64=False, SCALE_PASS=staged,
+                                     BM=bm, BN=bn, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG.grid_n_first,
+                                     GRID_GROUP=mod.HOPPER_CONFIG.grid_group, IDX64=False, SCALE_PASS=staged,
                                      **mod._hopper_layouts(warps), num_warps=warps, grid=(1,))
 
 
