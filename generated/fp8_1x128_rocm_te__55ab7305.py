@@ -532,6 +532,15 @@ def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64:
     _hopper_grid_dependency(True)
     return pid_m, pid_t
 
+@gluon.jit
+def _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
+                  LW: gl.constexpr):
+    """Pointers to the int32 words (bf16 pairs) of the program's first BM x BN tile in layout LW; its column
+    tile t lies (BN // 2) t words on."""
+    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+    j = gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
+    return x_ptr + gl.expand_dims(rows * stride_w, 1) + gl.expand_dims(pid_t * (TILES * (BN // 2)) + j, 0)
+
 
 @gluon.jit
 def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
@@ -607,9 +616,7 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     cp = gl.allocate_shared_memory(gl.int32, [W // 2, BN // 2], flat2)
     mr = gl.allocate_shared_memory(gl.float32, [BM], flat)
     mc = gl.allocate_shared_memory(gl.float32, [BN], flat)
-    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
-    j = gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
-    ptrs = x_ptr + gl.expand_dims(rows * stride_w, 1) + gl.expand_dims(pid_t * (TILES * (BN // 2)) + j, 0)
+    ptrs = _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM, BN, TILES, LW)
     for t in gl.static_range(TILES):
         _hopper_tile(gl.load(ptrs + t * (BN // 2)), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
                      M, N, s0, s1, GRID_N, rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
