@@ -532,6 +532,7 @@ def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64:
     _hopper_grid_dependency(True)
     return pid_m, pid_t
 
+
 @gluon.jit
 def _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
                   LW: gl.constexpr):
@@ -607,8 +608,10 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
                    SCALE_PASS: gl.constexpr, LW: gl.constexpr, LR: gl.constexpr, LC: gl.constexpr, LT: gl.constexpr):
     """TILES column tiles of BM x BN a program (BM = BN = 128). x_ptr: the input as int32 words, stride_w words a
     row. GRID_N_FIRST, GRID_GROUP, IDX64: as in _hopper_program; GRID_N: the column tiles; SCALE_PASS: the scale
-    outputs are the scale pass's scratch (as in _quantize_kernel); LW, LR, LC, LT: _hopper_layouts. A tile's
-    buffers are rewritten by the next only after its first barrier, which every warp reaches after reading them."""
+    outputs are the scale pass's scratch (as in _quantize_kernel); LW, LR, LC, LT: _hopper_layouts. Tiles share
+    the buffers with no third barrier: a tile's maxima are written after the previous tile's second barrier
+    (every read of that tile's maxima precedes it), its multipliers after its own first barrier (every read of
+    the previous tile's multipliers precedes it)."""
     pid_m, pid_t = _hopper_program(GRID_N_FIRST, GRID_GROUP, IDX64)
     flat2: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -631,8 +634,9 @@ def _hopper_block(warps, tiles):
 def _hopper_layouts(warps):
     """The kernel's layouts: LW, the tile as words (a thread 64 // warps consecutive rows of 4 words, a warp 4
     threads down and 8 across, warps warps / 2 down and 2 across); LR, the rows' partial maxima [128, 2], a
-    thread a row (and its block's one scale: a layout two wide would store each row's scale twice); LC, the word columns' [warps / 2, 64], a thread a column (its warps' partials in its registers); LT, the codes transposed ([128, 128])
-    in LW's threads, a register's bases the thread's rows first, then its 8 columns."""
+    thread a row (so its block's scale is stored once: a layout two wide would store it twice); LC, the word
+    columns' [warps / 2, 64], a thread a column (its warps' partials in its registers); LT, the codes
+    transposed ([128, 128]) in LW's threads, a register's bases the thread's rows first, then its 8 columns."""
     if warps not in (4, 8, 16):
         raise runtime.LaunchError(f"{NAME}: the Hopper kernel runs on 4, 8 or 16 warps a program, not {warps}")
     rows = 64 // warps

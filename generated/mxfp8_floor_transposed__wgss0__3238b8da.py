@@ -578,6 +578,7 @@ def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64:
     _hopper_grid_dependency(True)
     return pid_m, pid_t
 
+
 @gluon.jit
 def _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
                   LW: gl.constexpr):

@@ -250,23 +250,19 @@ HOPPER_MUTATIONS = {
         "pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP",
         "pid_t = gl.program_id(1) + gl.program_id(0) % GRID_GROUP")],
 }
-HOPPER8_MUTATIONS = {  # the transposing MXFP8 kernel's
+EIGHT_BIT_MUTATIONS = {  # the 8-bit families' (MXFP8, fused 1x128): the same text in both kernels
     "a row block's scale from its even columns only": [("mult, e = _scale_rowwise(_lanes_max(m) << 16)",
                                                         "mult, e = _scale_rowwise((m & 0xFFFF) << 16)")],
     "column 2j + 1 scaled by column 2j's block": [("mult, e = _scale_colwise(_lanes_apart(m) << 16)",
                                                   "mult, e = _scale_colwise(_lanes_apart((m & 0xFFFF) | (m << 16)) << 16)")],
     "a program's second tile encodes its first tile's words": [("_hopper_tile(gl.load(ptrs + t * (BN // 2)),",
                                                                 "_hopper_tile(gl.load(ptrs),")],
+}
+HOPPER8_MUTATIONS = {**EIGHT_BIT_MUTATIONS,  # the transposing MXFP8 kernel's
     "staged colwise scales in column-major order": [("+ rb * BN + cc, e.to(gl.uint8)", "+ cc * (BM // 32) + rb, e.to(gl.uint8)")],
 }
-HOPPER128_MUTATIONS = {  # the fused 1x128 kernel's
-    "a row block's scale from its even columns only": [("mult, e = _scale_rowwise(_lanes_max(m) << 16)",
-                                                        "mult, e = _scale_rowwise((m & 0xFFFF) << 16)")],
-    "column 2j + 1 scaled by column 2j's block": [("mult, e = _scale_colwise(_lanes_apart(m) << 16)",
-                                                  "mult, e = _scale_colwise(_lanes_apart((m & 0xFFFF) | (m << 16)) << 16)")],
+HOPPER128_MUTATIONS = {**EIGHT_BIT_MUTATIONS,  # the fused 1x128 kernel's
     "the colwise codes scaled by the rows' multipliers": [("mc.load(gl.SliceLayout(0, L))", "mr.load(gl.SliceLayout(0, L))")],
-    "a program's second tile encodes its first tile's words": [("_hopper_tile(gl.load(ptrs + t * (BN // 2)),",
-                                                                "_hopper_tile(gl.load(ptrs),")],
     "staged row scales of every row tile in the first one's place": [("(pid_m * GRID_N + pid_n) * BM + rr + cb",
                                                                       "pid_n * BM + rr + cb")],
 }
