@@ -1136,7 +1136,7 @@ def _hopper_layouts(warps):
 
 
 def _hopper_block(warps, tiles):
-    """A program's rows and columns: tiles of 32 num_warps x 64."""
+    """A program's rows and columns: the MX families' tiles of 32 num_warps x 64."""
     return 32 * warps, 64 * tiles
 
 

@@ -76,10 +76,10 @@ def cast_module(name, **options):
     return find(name, **options)
 
 
-def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, **options):
-    """The sm_90 compile of a cast's Hopper kernel (of cast_module(name, **options); staged: the scale outputs
-    are the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
-    mod = cast_module(name, **options)
+def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=None, **options):
+    """The sm_90 compile of a cast's Hopper kernel (of `mod`, else cast_module(name, **options); staged: the
+    scale outputs are the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
+    mod = mod or cast_module(name, **options)
     x = torch.zeros(M, N, dtype=torch.bfloat16)
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
     bm, bn = mod._hopper_block(warps, 1)
@@ -140,9 +140,10 @@ def offsets_in_loops(ttgir: str):
 def cast_report(name, options, warps=2, tiles=1, staged=False):
     """A cast's Hopper kernel compiled for sm_90: registers, spills, its global stores by width, and its
     instructions per element of a thread's tile, all and those of the ALU pipe."""
-    k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, **options)
+    mod = cast_module(name, **options)
+    k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, mod=mod)
     ops = sass_ops(k.asm["cubin"])
-    bm, bn = cast_module(name, **options)._hopper_block(warps, tiles)
+    bm, bn = mod._hopper_block(warps, tiles)
     per_element = 32 * warps / (bm * bn)
     return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
             "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
