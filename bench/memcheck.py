@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from quantlay import inputs
+from quantlay import inputs, runtime
 import quantlay.generated as gen
 
 # (num_warps, grid_n_first, grid_group, column tiles a program, scale pass) by Hopper family (_launch_hopper)
@@ -43,10 +43,18 @@ for e in manifest["files"]:
     hopper = "gluon" in mod.BACKENDS and torch.cuda.get_device_capability() == (9, 0)
     if hopper:  # the Hopper kernel takes whole tiles only: an even shape in forms the tests run
         xe = inputs.specials(512, 768, seed=3).cuda()
-        mod.quantize(xe, backend="gluon")
+        lens = torch.tensor([170, 0, 341, 1], device="cuda")  # a segmented cast's (its rows: padded blocks)
+        mod.quantize(xe, *(lens,) * bool(groups), backend="gluon")
         for form in HOPPER_FORMS[mod.HOPPER_FAMILY]:
-            mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda")
-                                    for k, s in mod._shapes(512, 768).items()}, 512, 768, *form)
+            if groups and form[4]:  # segmented rows take no scale pass
+                continue
+            segs = runtime.segment_buffers(mod.NAME, lens, xe) if groups else ()
+            for inline in (32, 0) if groups else (None,):  # the row map scanned by each program, or the map kernel's
+                if groups:
+                    mod.INLINE_MAP_GROUPS = inline
+                mod._launch_hopper(xe, {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda")
+                                        for k, s in mod._shapes(512, 768, *segs[:1]).items()}, 512, 768,
+                                   *((segs[0], segs[1:]) if groups else ()), *form)
     torch.cuda.synchronize()
     count += 1
     print(f"memcheck: ran {mod.NAME} at {M}x{N}" + (" and 512x192 in regions of 2 and 4 tiles" if regions else "")

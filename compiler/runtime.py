@@ -234,6 +234,12 @@ class HopperConfig(NamedTuple):
     grid_group: int     # groups of that many column tiles side by side (launch_grid)
     tiles: int          # column tiles a program
     staged: bool        # scales staged whole for the scale pass
+    maxnreg: int = 0    # a per-thread register cap (0: the compiler's choice)
+
+
+def register_cap(maxnreg: int) -> dict:
+    """A kernel launch's keyword for a per-thread register cap, or none (0: the compiler's choice)."""
+    return {"maxnreg": maxnreg} if maxnreg else {}
 
 
 def launch_grid(tiles_m: int, tiles_n: int, n_first: bool, group: int = 0):

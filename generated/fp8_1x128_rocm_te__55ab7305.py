@@ -35,9 +35,10 @@ BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds b
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
 HOPPER_FAMILY = "fp8_1x128"
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
-# num_warps, grid_n_first, grid_group, column tiles a program, scale pass); tiles of 128x128. H200, same process:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass, register cap); tiles of 128x128. H200, same process:
 # eight warps (a thread 8 rows) against the Triton kernel's tuned launch: 84.9-86.1 / 88.9-89.1 / 90.1-90.3% of a
-# copy against 73.7-77.5 / 82.1-85.3 / 85.1-88.3% at 4096x6144 / 8192x8192 / 16384x8192 (four warps 79.0-89.1%)
+# copy against 73.7-77.5 / 82.1-85.3 / 85.1-88.3% at 4096x6144 / 8192x8192 / 16384x8192 (four warps 79.0-89.1%).
+# Not capped at 80 registers: the kernel spills there (75.8-79.5%)
 HOPPER_CONFIG = runtime.HopperConfig(8, True, 0, 1, False)
 BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
@@ -534,11 +535,11 @@ def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64:
 
 
 @gluon.jit
-def _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
+def _hopper_words(x_ptr, row0, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
                   LW: gl.constexpr):
-    """Pointers to the int32 words (bf16 pairs) of the program's first BM x BN tile in layout LW; its column
-    tile t lies (BN // 2) t words on."""
-    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+    """Pointers to the int32 words (bf16 pairs) of the program's first BM x BN tile, rows from row0, in layout
+    LW; its column tile t lies (BN // 2) t words on."""
+    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
     j = gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
     return x_ptr + gl.expand_dims(rows * stride_w, 1) + gl.expand_dims(pid_t * (TILES * (BN // 2)) + j, 0)
 
@@ -619,7 +620,7 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     cp = gl.allocate_shared_memory(gl.int32, [W // 2, BN // 2], flat2)
     mr = gl.allocate_shared_memory(gl.float32, [BM], flat)
     mc = gl.allocate_shared_memory(gl.float32, [BN], flat)
-    ptrs = _hopper_words(x_ptr, pid_m, pid_t, stride_w, BM, BN, TILES, LW)
+    ptrs = _hopper_words(x_ptr, pid_m * BM, pid_t, stride_w, BM, BN, TILES, LW)
     for t in gl.static_range(TILES):
         _hopper_tile(gl.load(ptrs + t * (BN // 2)), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
                      M, N, s0, s1, GRID_N, rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
@@ -666,10 +667,10 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     return None
 
 
-def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
+def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged, maxnreg=0):
     """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (with the family's
     tile: _hopper_block), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a
-    program, and the scale pass (staged)."""
+    program, the scale pass (staged) and a register cap (maxnreg; 0: none)."""
     bm, bn = _hopper_block(warps, 1)
     grid_m, grid_n = M // bm, N // bn
     idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
@@ -678,7 +679,7 @@ def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=bn, W=warps, TILES=tiles,
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
-                         **_hopper_layouts(warps), num_warps=warps, launch_pdl=True)
+                         **_hopper_layouts(warps), **runtime.register_cap(maxnreg), num_warps=warps, launch_pdl=True)
     if staged:
         _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, bn, idx64, True, 8)
 

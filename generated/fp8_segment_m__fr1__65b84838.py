@@ -17,11 +17,14 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
@@ -30,7 +33,13 @@ NAME = "fp8_segment_m__fr1__65b84838"
 OPTIONS = {"fused_rowwise": True}
 BLOCK_M, BLOCK_N, NUM_WARPS = 128, 128, 8  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 128, 128  # what the blocks and tiled layouts need
-BACKENDS = ("triton",)
+HOPPER_FAMILY = "fp8_1x128"
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass, register cap); tiles of 128x128. H200, same process:
+# eight warps (a thread 8 rows), 8 groups, against the Triton kernel's tuned launch: 85.2 / 88.1 / 89.8% of a copy
+# against 76.5 / 82.1 / 85.0% at 4096x6144 / 8192x8192 / 16384x8192; capped at 80 registers it spills (82.6-87.8%)
+HOPPER_CONFIG = runtime.HopperConfig(8, True, 0, 1, False)
+BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = True  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = False  # whether the scale_pass launch option applies (not to segmented rows)
 INLINE_MAP_GROUPS = 32  # up to this many groups each program scans the lengths itself; more take the map kernel
@@ -273,14 +282,15 @@ def _segment_rows(t, gk, gl, go, pl, po, G):
 def _segment_block(lens_ptr, t, M, G: tl.constexpr):
     """_segment_rows for one block t, by one thread alone (the launcher takes it where rows fit 31 bits):
     the G lengths as scalars, unrolled, loaded at once, then two chains of 32-bit adds beside the validity
-    check (no shuffles, no barriers), for a program of the cast to find its own block's group."""
-    total = tl.zeros([], tl.int64)
-    signs = tl.zeros([], tl.int64)
+    check (no shuffles, no barriers), for a program of the cast to find its own block's group. Scalars
+    only, from t (no fill op), so the Hopper kernel calls it too."""
     row0 = t.to(tl.int32) * 128
-    go = tl.zeros([], tl.int32)  # the group's first input row
-    po = tl.zeros([], tl.int32)  # and its first padded row
-    delta = tl.zeros([], tl.int32)
-    row_lim = tl.zeros([], tl.int32)
+    go = row0 * 0  # the group's first input row
+    po = go  # and its first padded row
+    delta = go
+    row_lim = go
+    total = go.to(tl.int64)
+    signs = total
     for g in tl.static_range(G):
         n = tl.load(lens_ptr + g).to(tl.int64)
         total += n
@@ -296,6 +306,36 @@ def _segment_block(lens_ptr, t, M, G: tl.constexpr):
     bad = (total != M) | (signs < 0)
     row_lim = tl.where(bad, tl.where(row0 < M, M, 0), row_lim)
     return tl.where(bad, 0, delta), row_lim
+
+
+@triton.jit
+def _segment_extras_serial(lens_ptr, goffs_ptr, poffs_ptr, err_ptr, M, G: tl.constexpr):
+    """_segment_offsets' extras by one thread alone (few groups: the cast's first program), scalars only,
+    so the Hopper kernel calls it too: the lengths checked, then both offset buffers and the flag."""
+    total = tl.load(lens_ptr).to(tl.int64) * 0
+    signs = total
+    for g in tl.static_range(G):
+        n = tl.load(lens_ptr + g).to(tl.int64)
+        total += n
+        signs |= n
+    bad = (total != M) | (signs < 0)  # taken as one group of M rows, as _segment_offsets does
+    go = total * 0
+    po = go
+    tl.store(goffs_ptr, go)
+    tl.store(poffs_ptr, po)
+    for g in tl.static_range(G):
+        n = tl.where(bad, M if g == 0 else 0, tl.load(lens_ptr + g).to(tl.int64))
+        go += n
+        po += (n + 127) // 128 * 128
+        tl.store(goffs_ptr + g + 1, go)
+        tl.store(poffs_ptr + g + 1, po)
+    tl.store(err_ptr, bad.to(tl.int32))
+
+
+@triton.jit
+def _segment_ok(rows, delta, row_lim, M):
+    """Which padded rows read an input row (rows + delta): below the group's limit, inside x."""
+    return (rows < row_lim) & (rows + delta >= 0) & (rows + delta < M)
 
 
 @triton.jit
@@ -329,7 +369,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
                      GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, PREFETCH: tl.constexpr,
-                     G: tl.constexpr, GP: tl.constexpr):
+                     G: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -344,8 +384,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     instructions (speed only, same bytes; two-direction kernels).
     PREFETCH > 0 (compiled only): the program first asks L2 for the x tile of the program PREFETCH places
     later in launch order, so that tile's loads find it there (speed only; see runtime.l2_prefetch).
-    G > 0: the program scans the G group lengths itself (GP: a power of two above G), and program (0, 0)
-    stores the extras; G = 0: it reads its block's row map from map_ptr.
+    G > 0: the program scans the G group lengths itself, and program (0, 0) stores the extras; G = 0: it
+    reads its block's row map from map_ptr.
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -373,8 +413,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
         tl.extra.cuda.gdc_wait()
     if G > 0:
         if (pid_m == 0) & (pid_n == 0):
-            gk, gl, go, pl, po, bad = _segment_offsets(lens_ptr, M, G, GP)
-            _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, True)
+            _segment_extras_serial(lens_ptr, goffs_ptr, poffs_ptr, err_ptr, M, G)
         # input row - padded row, and the padded row below which the group's rows lie (0 past the last)
         delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)
         if HW_CVT and PREFETCH > 0:  # warm L2 for the program PREFETCH places later (its group's rows)
@@ -392,7 +431,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
     # Affine in the program's rows, so row addresses stay a base plus constant offsets; the rows that
     # read nothing (padding, past the last group, lengths that do not fit M) are masked by row_ok.
     in_rows = offs_m + delta
-    row_ok = (offs_m < row_lim) & (in_rows >= 0) & (in_rows < M)
+    row_ok = _segment_ok(offs_m, delta, row_lim, M)
     if row_lim > 0:
         x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
         # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
@@ -506,6 +545,239 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_pt
         tl.store(colwise_scale_ptr + ((r * N) + c), (tl.zeros([BLOCK_M // 128, BLOCK_N], tl.int32)).to(tl.float32), mask=(r < s1) & (c < N))
 
 
+@gluon.jit
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr):
+    """The program's row tile and column tile (group), in the order runtime.launch_grid set (N-first, groups of
+    GRID_GROUP column tiles side by side, or M-first), as int64 where IDX64. Launched as a programmatic
+    dependent: the next grid may launch now; it returns once the previous grid has completed."""
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    _hopper_grid_dependency(False)
+    _hopper_grid_dependency(True)
+    return pid_m, pid_t
+
+
+@gluon.jit
+def _hopper_words(x_ptr, row0, pid_t, stride_w, BM: gl.constexpr, BN: gl.constexpr, TILES: gl.constexpr,
+                  LW: gl.constexpr):
+    """Pointers to the int32 words (bf16 pairs) of the program's first BM x BN tile, rows from row0, in layout
+    LW; its column tile t lies (BN // 2) t words on."""
+    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+    j = gl.arange(0, BN // 2, layout=gl.SliceLayout(0, LW))
+    return x_ptr + gl.expand_dims(rows * stride_w, 1) + gl.expand_dims(pid_t * (TILES * (BN // 2)) + j, 0)
+
+
+@gluon.jit
+def _hopper_tile(w, pid_m, pid_n, delta, row_lim, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, GRID_N,
+                 rp, cp, mr, mc, BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr,
+                 LR: gl.constexpr, LC: gl.constexpr, LT: gl.constexpr):
+    """Every output of one BM x BN tile from its int32 words w (LW of _hopper_layouts); rp, cp, mr, mc: the
+    program's shared buffers of partial maxima and multipliers. delta, row_lim: the program's row map
+    (_segment_block)."""
+    ab = w & 0x7FFF7FFF  # |x| pairs as bf16 bits: integer order is value order, NaN above Inf
+    # each warp's partial maxima: a row over its 64 columns, a word column (two columns) over its rows
+    rp.store(gl.reduce(gl.reshape(ab, [BM, 2, BN // 4]), 2, _max_u16x2))
+    cp.store(gl.reduce(gl.reshape(ab, [W // 2, BM // (W // 2), BN // 2]), 1, _max_u16x2))
+    gl.thread_barrier()
+    # rowwise: a thread a row block
+    m = gl.expand_dims(gl.reduce(rp.load(LR), 1, _max_u16x2), 1)
+    mult, e = _scale_rowwise(_lanes_max(m) << 16)
+    mr.store(gl.reshape(mult, [BM]))
+    rr = gl.expand_dims(gl.arange(0, BM, layout=gl.SliceLayout(1, LR)), 1)
+    cb = gl.expand_dims(gl.arange(0, 1, layout=gl.SliceLayout(0, LR)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale (kept in L2 for it)
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * BM + rr + cb, e.to(gl.float32),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m * BM + delta + rr
+        tj = pid_n + cb
+        r = ti
+        c = tj
+        gl.store(rowwise_scale_ptr + ((r * s2) + c), e.to(gl.float32), mask=_segment_ok(pid_m * BM + rr, delta, row_lim, M))
+    # colwise: a thread a word column's two blocks
+    m = gl.expand_dims(gl.reduce(cp.load(LC), 0, _max_u16x2), 0)
+    mult, e = _scale_colwise(_lanes_apart(m) << 16)
+    mc.store(gl.reshape(mult, [BN]))
+    LS: gl.constexpr = e.type.layout
+    rb = gl.expand_dims(gl.arange(0, 1, layout=gl.SliceLayout(1, LS)), 1)
+    cc = gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(0, LS)), 0)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_colwise_scale (kept in L2 for it)
+        gl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * BN + rb * BN + cc, e.to(gl.float32),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m + rb
+        tj = pid_n * BN + cc
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * N) + c), e.to(gl.float32))
+    gl.thread_barrier()
+    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                   [BM, BN])
+    L: gl.constexpr = x.type.layout  # LW's elements, a thread's 8 columns in its registers
+    codes = _codes_rowwise(x * gl.expand_dims(mr.load(gl.SliceLayout(1, L)), 1), True)
+    ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L)), 1)
+    tj = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L)), 0)
+    pr = ti  # the program's padded rows (the colwise outputs'), then the input rows they read (the rowwise)
+    ok = _segment_ok(pr, delta, row_lim, M)
+    ti = pr + delta
+    r = ti
+    c = tj
+    gl.store(rowwise_data_ptr + ((r * N) + c), codes, mask=ok)
+    codes = _codes_colwise(x * gl.expand_dims(mc.load(gl.SliceLayout(0, L)), 0), True)
+    ti = pr
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + ((r * N) + c), codes)
+
+
+@gluon.jit
+def _hopper_empty(pid_m, pid_n, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, s2, BM: gl.constexpr, BN: gl.constexpr,
+                  W: gl.constexpr):
+    """A block of padded rows past the last group: its colwise codes 0x00 (+0) and scales 0, as the Triton kernel
+    writes them, with nothing read or quantized (H200: such blocks cost a tile's instructions for a fourth of its
+    bytes; at 4096x6144 in 8 groups they are a fifth of the programs)."""
+    LZ: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [W, 1], [1, 0])  # 16 bytes a thread along a row
+    codes = gl.zeros([BM, BN], gl.uint8, LZ)
+    ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LZ)), 1)
+    tj = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, LZ)), 0)
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + ((r * N) + c), codes)
+    LZS: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [1, W], [1, 0])
+    ti = gl.expand_dims(pid_m + gl.arange(0, 1, layout=gl.SliceLayout(1, LZS)), 1)
+    tj = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, LZS)), 0)
+    r = ti
+    c = tj
+    gl.store(colwise_scale_ptr + ((r * N) + c), gl.zeros([1, BN], gl.float32, LZS))
+
+
+@gluon.jit
+def _hopper_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, stride_w, s0, s1, s2, GRID_N,
+                   map_ptr, lens_ptr, goffs_ptr, poffs_ptr, err_ptr,
+                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
+                   GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
+                   SCALE_PASS: gl.constexpr, LW: gl.constexpr, LR: gl.constexpr, LC: gl.constexpr, LT: gl.constexpr,
+                   G: gl.constexpr):
+    """TILES column tiles of BM x BN a program (BM = BN = 128). x_ptr: the input as int32 words, stride_w words a
+    row. GRID_N_FIRST, GRID_GROUP, IDX64: as in _hopper_program; GRID_N: the column tiles; SCALE_PASS: the scale
+    outputs are the scale pass's scratch (as in _quantize_kernel); LW, LR, LC, LT: _hopper_layouts. Tiles share
+    the buffers with no third barrier: a tile's maxima are written after the previous tile's second barrier
+    (every read of that tile's maxima precedes it), its multipliers after its own first barrier (every read of
+    the previous tile's multipliers precedes it). G > 0: the program scans the G group lengths itself
+    and program (0, 0) stores the extras; G = 0: it reads its row map from map_ptr (as _quantize_kernel)."""
+    pid_m, pid_t = _hopper_program(GRID_N_FIRST, GRID_GROUP, IDX64)
+    if G > 0:
+        if (pid_m == 0) & (pid_t == 0):
+            _segment_extras_serial(lens_ptr, goffs_ptr, poffs_ptr, err_ptr, M, G)
+        delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)
+    else:
+        delta = gl.load(map_ptr + 2 * pid_m)
+        row_lim = gl.load(map_ptr + 2 * pid_m + 1)
+    if not IDX64:  # every row index fits 32 bits
+        delta = delta.to(gl.int32)
+        row_lim = row_lim.to(gl.int32)
+    flat2: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    rp = gl.allocate_shared_memory(gl.int32, [BM, 2], flat2)
+    cp = gl.allocate_shared_memory(gl.int32, [W // 2, BN // 2], flat2)
+    mr = gl.allocate_shared_memory(gl.float32, [BM], flat)
+    mc = gl.allocate_shared_memory(gl.float32, [BN], flat)
+    if row_lim == 0:
+        for t in gl.static_range(TILES):
+            _hopper_empty(pid_m, pid_t * TILES + t, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, s2, BM, BN, W)
+        return
+    ptrs = _hopper_words(x_ptr, pid_m * BM + delta, pid_t, stride_w, BM, BN, TILES, LW)
+    # a group's padding rows load zeros: their colwise codes are 0x00
+    ok = gl.expand_dims(_segment_ok(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW)), delta, row_lim, M), 1)
+    for t in gl.static_range(TILES):
+        _hopper_tile(gl.load(ptrs + t * (BN // 2), mask=ok, other=0), pid_m, pid_t * TILES + t, delta, row_lim,
+                     colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr,
+                     M, N, s0, s1, s2, GRID_N, rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
+
+
+def _hopper_block(warps, tiles):
+    """A program's rows and columns: 128x128 tiles."""
+    return 128, 128 * tiles
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_layouts(warps):
+    """The kernel's layouts: LW, the tile as words (a thread 64 // warps consecutive rows of 4 words, a warp 4
+    threads down and 8 across, warps warps / 2 down and 2 across); LR, the rows' partial maxima [128, 2], a
+    thread a row (so its block's scale is stored once: a layout two wide would store it twice); LC, the word
+    columns' [warps / 2, 64], a thread a column (its warps' partials in its registers); LT, the codes
+    transposed ([128, 128]) in LW's threads, a register's bases the thread's rows first, then its 8 columns."""
+    if warps not in (4, 8, 16):
+        raise runtime.LaunchError(f"{NAME}: the Hopper kernel runs on 4, 8 or 16 warps a program, not {warps}")
+    rows = 64 // warps
+    return {"LW": gl.BlockedLayout([rows, 4], [4, 8], [warps // 2, 2], [1, 0]),
+            "LR": gl.BlockedLayout([1, 1], [32, 1], [warps, 1], [1, 0]),
+            "LC": gl.BlockedLayout([1, 1], [1, 32], [1, warps], [1, 0]),
+            "LT": gl.DistributedLinearLayout([[0, 1 << i] for i in range(rows.bit_length() - 1)]
+                                             + [[1, 0], [2, 0], [4, 0]],
+                                             [[8, 0], [16, 0], [32, 0], [0, rows], [0, 2 * rows]],
+                                             [[64, 0]] + [[0, 4 * rows << i] for i in range((warps // 2).bit_length() - 1)],
+                                             [], [128, 128])}
+
+
+def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
+    on), on whole programs' tiles (_hopper_block) with no padding cell (the padded rows of the groups are
+    whole tiles: only N counts), reading bf16 pairs as words."""
+    if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
+        return "it runs compiled on sm_90 GPUs (H100, H200) only"
+    if M == 0 or N == 0:
+        return "x is empty"
+    bm, bn = _hopper_block(warps, tiles)
+    if cols != N or N % bn:
+        return f"N = {N} is not whole {bn}-column tiles with no padding in any output (the layouts pad to {cols})"
+    if x2.stride(1) != 1 or x2.stride(0) % 2 or x2.data_ptr() % 4:
+        return "x's rows are not 4-byte aligned (the kernel reads bf16 pairs as int32 words)"
+    return None
+
+
+def _launch_hopper(x2, bufs, M, N, G, segments, warps, n_first, group, tiles, staged, maxnreg=0):
+    """The Hopper kernel on whole tiles (see _hopper_reason), for the G groups of `segments` (lengths, group
+    offsets, padded offsets, error flag: runtime.segment_buffers), its row map as _row_map sets it; speed
+    settings only: num_warps (with the family's tile: _hopper_block), the program order (grid_n_first,
+    grid_group: runtime.launch_grid), column tiles a program (segmented rows take no scale pass) and a
+    register cap (maxnreg; 0: none)."""
+    if staged:
+        raise runtime.LaunchError(f"{NAME}: segmented rows take no scale pass")
+    bm, bn = _hopper_block(warps, 1)
+    rows = _extent(M, N, G)[0]
+    grid_m, grid_n = rows // bm, N // bn
+    idx64 = runtime.needs_int64(rows * x2.stride(0), *(b.numel() for b in bufs.values()))
+    seg_map, map_groups = _row_map(*segments, M, G, rows, True)
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, n_first, group)
+    _hopper_kernel[grid](x2.view(torch.int32), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N,
+                         x2.stride(0) // 2, *_sizes(M, N, G), grid_n, seg_map, *segments, BM=bm, BN=bn, W=warps,
+                         TILES=tiles, GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=False,
+                         G=map_groups, **_hopper_layouts(warps), **runtime.register_cap(maxnreg), num_warps=warps,
+                         launch_pdl=True)
+
+
 def _sizes(M, N, G):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = ((((M + 127) // 128) + G) * 128)
@@ -534,6 +806,23 @@ def _extent(M, N, G):
     return max(M, (((((M + 127) // 128) + G) * 128)) * 1, (((((((M + 127) // 128) + G) * 128) + 127) // 128)) * 128, (M) * 1, (M) * 1), max(N, (N) * 1, (N) * 1, (N) * 1, (((N + 127) // 128)) * 128)
 
 
+def _row_map(lens, goffs, poffs, err, M, G, rows, hw):
+    """The row map on the device (no host sync), as (map, G for the cast): with few groups each program of the
+    cast scans the lengths itself (G; the map is not read), so the cast waits for no other grid; with many a
+    map kernel writes each block's row map first (0)."""
+    if G <= INLINE_MAP_GROUPS and rows < 2 ** 31:  # _segment_block's rows in 32 bits
+        return goffs, G  # (the cast is compiled for each G then)
+    GP = triton.next_power_of_2(G + 1)
+    T = triton.cdiv(rows, 128)
+    seg_map = torch.empty(2 * T, dtype=torch.int64, device=lens.device)
+    TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
+    # On sm_90 the cast is the map kernel's programmatic dependent (it waits with one): its programs are resident
+    # when the map lands instead of launching after the map grid drains (about 0.7 us per call)
+    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
+                                               num_warps=4)
+    return seg_map, 0
+
+
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
              grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, l2_prefetch=None,
              backend=None):
@@ -556,7 +845,9 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     it takes precedence over region_m; this segmented kernel ignores it) and l2_prefetch (each
     program warms L2 for the program that many places later; 0: none) override the tuned configuration;
     they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
+    whole tiles unless launch settings are given; elsewhere
+    the Triton kernel); "triton" or "gluon" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
@@ -568,6 +859,17 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     shapes = _shapes(M, N, G)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     rows, cols = _extent(M, N, G)
+    settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
+                scale_pass, l2_prefetch)
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG.num_warps, HOPPER_CONFIG.tiles)
+        if why is None:
+            _launch_hopper(x2, bufs, M, N, G, (lens, goffs, poffs, err), *HOPPER_CONFIG)
+            result = tag(x, [bufs[k] for k in LAYOUTS] + [poffs])
+            result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)
+            return result
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's (quantlay tune), else the template's default;
     # block_m is the segment's 128 rows: one program per padded block of rows, which lies in one group
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=128,
@@ -589,23 +891,11 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
         kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
-    # The row map on the device (no host sync): with few groups each program scans the lengths itself, so
-    # the cast waits for no other grid; with many, a map kernel writes each block's row map first.
-    GP = triton.next_power_of_2(G + 1)
-    inline_map = G <= INLINE_MAP_GROUPS and rows < 2 ** 31  # _segment_block's rows in 32 bits
-    seg_map = goffs  # not read when inline_map (the kernel is compiled for each G then)
-    if not inline_map:
-        T = triton.cdiv(rows, 128)
-        seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
-        TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
-        # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
-        # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call)
-        _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
-                                                   num_warps=4)
+    seg_map, map_groups = _row_map(lens, goffs, poffs, err, M, G, rows, hw)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], bufs["rowwise_data"], bufs["rowwise_scale"], M, N, x2.stride(0), seg_map, lens, goffs, poffs, err, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, G=G if inline_map else 0, GP=GP, **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, G=map_groups, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)

@@ -217,14 +217,15 @@ def _segment_rows(t, gk, gl, go, pl, po, G):
 def _segment_block(lens_ptr, t, M, G: tl.constexpr):
     """_segment_rows for one block t, by one thread alone (the launcher takes it where rows fit 31 bits):
     the G lengths as scalars, unrolled, loaded at once, then two chains of 32-bit adds beside the validity
-    check (no shuffles, no barriers), for a program of the cast to find its own block's group."""
-    total = tl.zeros([], tl.int64)
-    signs = tl.zeros([], tl.int64)
+    check (no shuffles, no barriers), for a program of the cast to find its own block's group. Scalars
+    only, from t (no fill op), so the Hopper kernel calls it too."""
     row0 = t.to(tl.int32) * 128
-    go = tl.zeros([], tl.int32)  # the group's first input row
-    po = tl.zeros([], tl.int32)  # and its first padded row
-    delta = tl.zeros([], tl.int32)
-    row_lim = tl.zeros([], tl.int32)
+    go = row0 * 0  # the group's first input row
+    po = go  # and its first padded row
+    delta = go
+    row_lim = go
+    total = go.to(tl.int64)
+    signs = total
     for g in tl.static_range(G):
         n = tl.load(lens_ptr + g).to(tl.int64)
         total += n
@@ -240,6 +241,36 @@ def _segment_block(lens_ptr, t, M, G: tl.constexpr):
     bad = (total != M) | (signs < 0)
     row_lim = tl.where(bad, tl.where(row0 < M, M, 0), row_lim)
     return tl.where(bad, 0, delta), row_lim
+
+
+@triton.jit
+def _segment_extras_serial(lens_ptr, goffs_ptr, poffs_ptr, err_ptr, M, G: tl.constexpr):
+    """_segment_offsets' extras by one thread alone (few groups: the cast's first program), scalars only,
+    so the Hopper kernel calls it too: the lengths checked, then both offset buffers and the flag."""
+    total = tl.load(lens_ptr).to(tl.int64) * 0
+    signs = total
+    for g in tl.static_range(G):
+        n = tl.load(lens_ptr + g).to(tl.int64)
+        total += n
+        signs |= n
+    bad = (total != M) | (signs < 0)  # taken as one group of M rows, as _segment_offsets does
+    go = total * 0
+    po = go
+    tl.store(goffs_ptr, go)
+    tl.store(poffs_ptr, po)
+    for g in tl.static_range(G):
+        n = tl.where(bad, M if g == 0 else 0, tl.load(lens_ptr + g).to(tl.int64))
+        go += n
+        po += (n + 127) // 128 * 128
+        tl.store(goffs_ptr + g + 1, go)
+        tl.store(poffs_ptr + g + 1, po)
+    tl.store(err_ptr, bad.to(tl.int32))
+
+
+@triton.jit
+def _segment_ok(rows, delta, row_lim, M):
+    """Which padded rows read an input row (rows + delta): below the group's limit, inside x."""
+    return (rows < row_lim) & (rows + delta >= 0) & (rows + delta < M)
 
 
 @triton.jit
@@ -273,7 +304,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IDX64: tl.constexpr, EVEN: tl.constexpr,
                      HW_CVT: tl.constexpr, INPLACE_ROWS: tl.constexpr, GRID_N_FIRST: tl.constexpr,
                      GRID_GROUP: tl.constexpr, OPAQUE_WIDEN: tl.constexpr, PREFETCH: tl.constexpr,
-                     G: tl.constexpr, GP: tl.constexpr):
+                     G: tl.constexpr):
     """One BLOCK_M x BLOCK_N input tile per program, read once; every direction quantized from registers.
 
     EVEN: the grid covers exactly [M, N] in whole tiles, so no load or data store needs a mask.
@@ -288,8 +319,8 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     instructions (speed only, same bytes; two-direction kernels).
     PREFETCH > 0 (compiled only): the program first asks L2 for the x tile of the program PREFETCH places
     later in launch order, so that tile's loads find it there (speed only; see runtime.l2_prefetch).
-    G > 0: the program scans the G group lengths itself (GP: a power of two above G), and program (0, 0)
-    stores the extras; G = 0: it reads its block's row map from map_ptr.
+    G > 0: the program scans the G group lengths itself, and program (0, 0) stores the extras; G = 0: it
+    reads its block's row map from map_ptr.
     """
     if GRID_N_FIRST:
         pid_m = tl.program_id(1)
@@ -317,8 +348,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
         tl.extra.cuda.gdc_wait()
     if G > 0:
         if (pid_m == 0) & (pid_n == 0):
-            gk, gl, go, pl, po, bad = _segment_offsets(lens_ptr, M, G, GP)
-            _segment_extras(gk, go, po, bad, goffs_ptr, poffs_ptr, err_ptr, G, True)
+            _segment_extras_serial(lens_ptr, goffs_ptr, poffs_ptr, err_ptr, M, G)
         # input row - padded row, and the padded row below which the group's rows lie (0 past the last)
         delta, row_lim = _segment_block(lens_ptr, pid_m, M, G)
         if HW_CVT and PREFETCH > 0:  # warm L2 for the program PREFETCH places later (its group's rows)
@@ -336,7 +366,7 @@ def _quantize_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_xm
     # Affine in the program's rows, so row addresses stay a base plus constant offsets; the rows that
     # read nothing (padding, past the last group, lengths that do not fit M) are masked by row_ok.
     in_rows = offs_m + delta
-    row_ok = (offs_m < row_lim) & (in_rows >= 0) & (in_rows < M)
+    row_ok = _segment_ok(offs_m, delta, row_lim, M)
     if row_lim > 0:
         x_ptrs = x_ptr + in_rows[:, None] * stride_xm + offs_n[None, :]
         # bf16 arrives as int16 bits; widening by a shift is exact for subnormals too.
@@ -433,6 +463,23 @@ def _extent(M, N, G):
     return max(M, (((((M + 127) // 128) + G) * 128)) * 1, (((((((M + 127) // 128) + G) * 128) + 127) // 128)) * 128), max(N, (N) * 1, (N) * 1)
 
 
+def _row_map(lens, goffs, poffs, err, M, G, rows, hw):
+    """The row map on the device (no host sync), as (map, G for the cast): with few groups each program of the
+    cast scans the lengths itself (G; the map is not read), so the cast waits for no other grid; with many a
+    map kernel writes each block's row map first (0)."""
+    if G <= INLINE_MAP_GROUPS and rows < 2 ** 31:  # _segment_block's rows in 32 bits
+        return goffs, G  # (the cast is compiled for each G then)
+    GP = triton.next_power_of_2(G + 1)
+    T = triton.cdiv(rows, 128)
+    seg_map = torch.empty(2 * T, dtype=torch.int64, device=lens.device)
+    TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
+    # On sm_90 the cast is the map kernel's programmatic dependent (it waits with one): its programs are resident
+    # when the map lands instead of launching after the map grid drains (about 0.7 us per call)
+    _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
+                                               num_warps=4)
+    return seg_map, 0
+
+
 def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=None, inplace_rows=None,
              grid_n_first=None, grid_group=None, opaque_widen=None, region_m=None, scale_pass=None, l2_prefetch=None,
              backend=None):
@@ -488,23 +535,11 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
         kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
-    # The row map on the device (no host sync): with few groups each program scans the lengths itself, so
-    # the cast waits for no other grid; with many, a map kernel writes each block's row map first.
-    GP = triton.next_power_of_2(G + 1)
-    inline_map = G <= INLINE_MAP_GROUPS and rows < 2 ** 31  # _segment_block's rows in 32 bits
-    seg_map = goffs  # not read when inline_map (the kernel is compiled for each G then)
-    if not inline_map:
-        T = triton.cdiv(rows, 128)
-        seg_map = torch.empty(2 * T, dtype=torch.int64, device=x2.device)
-        TB = max(1, min(64, 8192 // GP))  # blocks per program: [TB, GP] comparisons
-        # On sm_90 the cast is the map kernel's programmatic dependent (it waits under HW_CVT): its programs are
-        # resident when the map lands instead of launching after the map grid drains (about 0.7 us per call)
-        _segment_map_kernel[(triton.cdiv(T, TB),)](lens, goffs, poffs, seg_map, err, M, G, T, GP=GP, TB=TB, PDL=hw,
-                                                   num_warps=4)
+    seg_map, map_groups = _row_map(lens, goffs, poffs, err, M, G, rows, hw)
     _quantize_kernel[grid](x2.view(torch.int16), bufs["colwise_data"], bufs["colwise_scale"], M, N, x2.stride(0), seg_map, lens, goffs, poffs, err, *_sizes(M, N, G),
                            BLOCK_M=block_m, BLOCK_N=block_n, IDX64=idx64, EVEN=even,
                            HW_CVT=hw, INPLACE_ROWS=cfg["inplace_rows"], GRID_N_FIRST=grid_n_first,
-                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, G=G if inline_map else 0, GP=GP, **kwargs)
+                           GRID_GROUP=grid_group, OPAQUE_WIDEN=cfg["opaque_widen"], PREFETCH=prefetch, G=map_groups, **kwargs)
     result = QuantizedResult(NAME, {
         k: QuantizedTensor(bufs[k], LAYOUTS[k].for_shape(M, N, *shapes[k])) for k in LAYOUTS})
     result.extras.update(padded_offsets=poffs, group_offsets=goffs, invalid_groups=err)

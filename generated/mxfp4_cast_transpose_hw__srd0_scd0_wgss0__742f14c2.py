@@ -35,7 +35,7 @@ BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds bet
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
 HOPPER_FAMILY = "mxfp4"
 # The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
-# num_warps, grid_n_first, grid_group, column tiles a program, scale pass); tiles of 32 num_warps x 64. The
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass, register cap); tiles of 32 num_warps x 64. The
 # scale pass where a scale layout is plain. H200, same process:
 # storing plain scales directly ran 41-44% of a copy against 57-70%; where they are swizzled the pass cost 9-16
 # points. N-first with two warps (the pass) or one (none) against two in groups of 4 column tiles: 0.1-0.8
@@ -1325,10 +1325,10 @@ def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
     return None
 
 
-def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
+def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged, maxnreg=0):
     """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (with the family's
     tile: _hopper_block), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a
-    program, and the scale pass (staged)."""
+    program, the scale pass (staged) and a register cap (maxnreg; 0: none)."""
     bm, bn = _hopper_block(warps, 1)
     grid_m, grid_n = M // bm, N // bn
     idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
@@ -1337,7 +1337,7 @@ def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged):
     _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
                          x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=bn, W=warps, TILES=tiles,
                          GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
-                         **_hopper_layouts(warps), num_warps=warps, launch_pdl=True)
+                         **_hopper_layouts(warps), **runtime.register_cap(maxnreg), num_warps=warps, launch_pdl=True)
     if staged:
         # four warps a pass program: behind this kernel eight ran level or lower (H200, docs/performance.md)
         _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, bn, idx64, True, 4)

@@ -76,17 +76,31 @@ def cast_module(name, **options):
     return find(name, **options)
 
 
-def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=None, **options):
+def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=None, groups=8, inline=True,
+                        **options):
     """The sm_90 compile of a cast's Hopper kernel (of `mod`, else cast_module(name, **options); staged: the
-    scale outputs are the scale pass's scratch), in the program order of the module's HOPPER_CONFIG."""
+    scale outputs are the scale pass's scratch), in the program order of the module's HOPPER_CONFIG, with its
+    register cap where the form is its default's; a segmented cast's for `groups` groups, their lengths scanned
+    by each program (inline) or its row map read."""
     mod = mod or cast_module(name, **options)
     x = torch.zeros(M, N, dtype=torch.bfloat16)
-    bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(M, N).items()}
+    sizes = (M, N, groups) if hasattr(mod, "INLINE_MAP_GROUPS") else (M, N)  # a segmented cast: `groups` groups
+    bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(*sizes).items()}
     bm, bn = mod._hopper_block(warps, 1)
-    return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(M, N), N // bn,
-                                     BM=bm, BN=bn, W=warps, TILES=tiles, GRID_N_FIRST=mod.HOPPER_CONFIG.grid_n_first,
+    cfg = mod.HOPPER_CONFIG
+    cap = cfg.maxnreg if (warps, tiles, staged) == (cfg.num_warps, cfg.tiles, cfg.staged) else 0
+    segs = {}
+    if len(sizes) == 3:  # the row map, its lengths, both offset buffers and the flag; scanned inline (G > 0) or not
+        segs = {"G": groups if inline else 0}
+        seg = (torch.zeros(2 * sizes[0], dtype=torch.int64), torch.zeros(groups, dtype=torch.int64),
+               torch.zeros(groups + 1, dtype=torch.int64), torch.zeros(groups + 1, dtype=torch.int64),
+               torch.zeros(1, dtype=torch.int32))
+    return mod._hopper_kernel.warmup(x.view(torch.int32), *bufs.values(), M, N, N // 2, *mod._sizes(*sizes), N // bn,
+                                     *(seg if segs else ()), BM=bm, BN=bn, W=warps, TILES=tiles,
+                                     GRID_N_FIRST=mod.HOPPER_CONFIG.grid_n_first,
                                      GRID_GROUP=mod.HOPPER_CONFIG.grid_group, IDX64=False, SCALE_PASS=staged,
-                                     **mod._hopper_layouts(warps), num_warps=warps, grid=(1,))
+                                     **mod._hopper_layouts(warps), **segs, **({"maxnreg": cap} if cap else {}),
+                                     num_warps=warps, grid=(1,))
 
 
 def sass_ops(cubin: bytes):
@@ -137,15 +151,17 @@ def offsets_in_loops(ttgir: str):
     return [re.search(r"tt\.load [^\n]*: !tt\.ptr<i64>", loop) is not None for loop in loops]
 
 
-def cast_report(name, options, warps=2, tiles=1, staged=False):
+def cast_report(name, options, warps=2, tiles=1, staged=False, inline=True):
     """A cast's Hopper kernel compiled for sm_90: registers, spills, its global stores by width, and its
     instructions per element of a thread's tile, all and those of the ALU pipe."""
     mod = cast_module(name, **options)
-    k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, mod=mod)
+    k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, mod=mod, inline=inline)
     ops = sass_ops(k.asm["cubin"])
+    cfg = mod.HOPPER_CONFIG
     bm, bn = mod._hopper_block(warps, tiles)
     per_element = 32 * warps / (bm * bn)
     return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
+            "maxnreg": cfg.maxnreg if (warps, tiles, staged) == (cfg.num_warps, cfg.tiles, cfg.staged) else 0,
             "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
             "lane_instructions_per_element": sum(ops.values()) * per_element,
             "alu_per_element": alu_pipe_share(ops) * per_element}
@@ -154,11 +170,11 @@ def cast_report(name, options, warps=2, tiles=1, staged=False):
 if __name__ == "__main__":
     driver.set_active(Sm90())
     report = {}
-    if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED, FLAGS 0 or 1 for every layout option; NAME
-        for arg in sys.argv[2:]:  # may be a spec file (.ql) of one kernel without options
-            name, flags, warps, tiles, staged = arg.split(":")
-            options = {} if name.endswith(".ql") else dict.fromkeys(find(name).OPTIONS, flags == "1")
-            report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1")
+    if sys.argv[1] == "--casts":  # NAME:FLAGS:WARPS:TILES:STAGED[:map], FLAGS 0 or 1 for every layout option;
+        for arg in sys.argv[2:]:  # NAME may be a spec file (.ql) of one kernel without options; map: a segmented
+            name, flags, warps, tiles, staged, *row_map = arg.split(":")  # cast reading its row map (else 8 groups
+            options = {} if name.endswith(".ql") else dict.fromkeys(find(name).OPTIONS, flags == "1")  # scanned)
+            report[arg] = cast_report(name, options, int(warps), int(tiles), staged == "1", inline=row_map != ["map"])
         print(json.dumps(report))
         sys.exit(0)
     for name in sys.argv[1:]:  # NAME+add: an accumulating GEMM with its add by a TMA reduce-add; NAME+split

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from quantlay import generated, inputs, reference
+from quantlay import generated, inputs, reference, runtime
 from quantlay.generated import find
 from quantlay.spec import shipped_kernels
 
@@ -81,9 +81,9 @@ def test_more_than_2_31_elements(mxfp4_kernels, M):
 sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                           reason="the Hopper kernel runs on sm_90 only")
 # every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting, the transposing MXFP8 cast,
-# the fused 1x128 casts
+# the fused 1x128 casts (the segmented one, which takes group lengths, has tests of its own below)
 HOPPER_MODULES = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")
-                  and "gluon" in find(k, **dict(o)).BACKENDS]
+                  and "gluon" in find(k, **dict(o)).BACKENDS and not shipped_kernels()[k].groups]
 # (num_warps, grid_n_first, grid_group, column tiles a program, scale pass): forms the launcher takes beside
 # each module's default (HOPPER_CONFIG, with the scale pass and without), by family (its tiles: 32 num_warps x 64,
 # or 128x128 on 4, 8 or 16 warps)
@@ -95,9 +95,10 @@ HOPPER_FORMS = {"mxfp4": MX_FORMS, "mxfp8": MX_FORMS,
 
 
 def _hopper_forms(mod):
-    """The module's default form, with the scale pass and without, then its family's HOPPER_FORMS."""
-    *rest, staged = mod.HOPPER_CONFIG
-    return [mod.HOPPER_CONFIG, (*rest, not staged)] + HOPPER_FORMS[mod.HOPPER_FAMILY]
+    """The module's default form (its register cap too), with the scale pass and without, then its family's
+    HOPPER_FORMS (no register cap)."""
+    cfg = mod.HOPPER_CONFIG
+    return [cfg, cfg._replace(staged=not cfg.staged)] + HOPPER_FORMS[mod.HOPPER_FAMILY]
 
 
 def _hopper_cases():
@@ -129,15 +130,24 @@ def _assert_hopper_matches(mod, variant, forms, few):
             assert _hopper_wrong(mod, x, ref, form) == [], (cname, form)
 
 
-def _hopper_wrong(mod, x, ref, form):
+def _hopper_wrong(mod, x, ref, form, lens=None):
     """The outputs the Hopper kernel in `form` gets wrong against the reference's `ref` (buffers poisoned
-    first: every cell must be written)."""
+    first: every cell must be written); a segmented cast's for group lengths `lens`, its extras against the
+    reference's offsets and a clear flag."""
     M, N = x.shape
-    bufs = {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda") for k, s in mod._shapes(M, N).items()}
+    segs = () if lens is None else runtime.segment_buffers(mod.NAME, lens.cuda(), x)
+    bufs = {k: torch.empty(s[2], dtype=mod.DTYPES[k], device="cuda") for k, s in mod._shapes(M, N, *segs[:1]).items()}
     for b in bufs.values():
         b.view(torch.uint8).fill_(0xAB)
-    mod._launch_hopper(x, bufs, M, N, *form)
-    return [k for k in ref if not _same_bytes(bufs[k], ref[k])]
+    mod._launch_hopper(x, bufs, M, N, *((segs[0], segs[1:]) if segs else ()), *form)
+    wrong = [k for k in ref if not _same_bytes(bufs[k], ref[k])]
+    if segs:
+        _, offsets = reference.segment_rows(x[:, :1].float().cpu(), lens, 128)
+        starts = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lens, 0)]).tolist()
+        wrong += [k for k, v in (("group_offsets", segs[2].tolist() != starts),
+                                 ("padded_offsets", segs[3].tolist() != torch.as_tensor(offsets).tolist()),
+                                 ("invalid_groups", segs[4].tolist() != [0])) if v]
+    return wrong
 
 
 @sm90
@@ -240,6 +250,76 @@ def test_fused_1x128_hopper_kernel_past_2_31_elements():
             assert torch.equal(logical[k][r0 // per:(r0 + 2048) // per], want), (r0, k)
 
 
+# the segmented fused cast (fp8_segment_m, fused_rowwise): group lengths with empty groups, groups of 1, 127, 128
+# and 129 rows and groups that end inside a block, then one group, then 40 (past the 32 each program scans: the map
+# kernel's row map)
+SEGMENT_LENS = [[0, 1, 127, 128, 129, 0, 700, 3], [1088], [300, 0, 724, 64],
+                [int(v) for v in torch.randint(0, 60, (40,), generator=torch.Generator().manual_seed(2))]]
+
+
+def _segment_cases():
+    """(name, x, lengths): every bf16 pattern in two orders, then every input class, for each SEGMENT_LENS."""
+    allbits = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    for seed in range(2):
+        x = allbits[torch.randperm(65536, generator=torch.Generator().manual_seed(seed))].reshape(256, 256)
+        yield f"allbits{seed}", x, torch.tensor([100, 0, 156])
+    for lens in SEGMENT_LENS:
+        for cname, make in inputs.CLASSES.items():
+            yield f"{cname}{lens[:8]}", make(sum(lens), 384, seed=len(lens)), torch.tensor(lens)
+
+
+@sm90
+def test_segmented_hopper_kernel_matches_triton_kernel_and_reference():
+    """The segmented fused cast's Hopper kernel (a program's rows mapped from its group) in five forms, its row
+    map scanned by each program or read from the map kernel's, against the Triton kernel and the reference,
+    outputs poisoned first; the extras (group and padded offsets, the flag) the reference's."""
+    mod = find("fp8_segment_m", fused_rowwise=True)
+    variant = shipped_kernels()["fp8_segment_m"].variant(fused_rowwise=True)
+    forms = [mod.HOPPER_CONFIG, mod.HOPPER_CONFIG._replace(maxnreg=0), (4, False, 4, 1, False),
+             (16, False, 0, 1, False), (8, True, 0, 2, False), (4, False, 2, 3, False)]
+    for cname, x, lens in _segment_cases():
+        ref = {k: v.cuda() for k, v in reference.quantize(variant, x, lens).items()}
+        x = x.cuda()
+        triton_res = mod.quantize(x, lens.cuda(), backend="triton")
+        assert [k for k in ref if not _same_bytes(triton_res[k].tensor, ref[k])] == [], cname
+        for form in [f for f in forms if x.shape[1] % (128 * f[3]) == 0]:
+            assert _hopper_wrong(mod, x, ref, form, lens) == [], (cname, form)
+
+
+@sm90
+def test_segmented_hopper_kernel_is_the_default_on_whole_column_tiles(monkeypatch):
+    from quantlay.errors import LaunchError
+    mod = find("fp8_segment_m", fused_rowwise=True)
+    calls = []
+    launch = mod._launch_hopper
+    monkeypatch.setattr(mod, "_launch_hopper", lambda x2, bufs, M, N, *rest: calls.append((M, N)) or launch(x2, bufs, M, N, *rest))
+    lens = torch.tensor([100, 0, 156], device="cuda")
+    mod.quantize(inputs.normal(256, 768, seed=1).cuda(), lens)  # whole 128-column tiles: the Hopper kernel
+    mod.quantize(inputs.normal(256, 768, seed=1).cuda(), lens, backend="triton")
+    ragged = inputs.normal(256, 700, seed=1).cuda()
+    mod.quantize(ragged, lens)
+    with pytest.raises(LaunchError, match=r"N = 700 is not whole 128-column tiles"):
+        mod.quantize(ragged, lens, backend="gluon")
+    assert calls == [(256, 768)]
+
+
+@sm90
+@pytest.mark.big_memory
+def test_segmented_hopper_kernel_past_2_31_elements():
+    """The segmented fused cast's Hopper kernel on an input of more than 2^31 elements (64-bit offsets), groups
+    ending inside blocks, against its Triton kernel (the reference's bytes on the smaller cases above)."""
+    mod = find("fp8_segment_m", fused_rowwise=True)
+    M, N = 65536, 32896
+    assert M * N > 2 ** 31
+    lens = torch.tensor([8000, 1, 0, 20000, 127, 30000, 7408], device="cuda")
+    assert int(lens.sum()) == M
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    want = {k: t.tensor for k, t in mod.quantize(x, lens, backend="triton").items()}
+    got = mod.quantize(x, lens, backend="gluon")
+    assert [k for k in want if not torch.equal(got[k].tensor.view(torch.uint8), want[k].view(torch.uint8))] == []
+
+
 HOPPER_MUTATIONS = {
     "odd rows read the even rows' words": [("_hopper_rows(so, pid_m, 1,", "_hopper_rows(se, pid_m, 1,")],
     "column 2j + 1 scaled by column 2j's block": [("mult1, e1 = _scale_colwise(m & -65536)",
@@ -266,6 +346,17 @@ HOPPER128_MUTATIONS = {**EIGHT_BIT_MUTATIONS,  # the fused 1x128 kernel's
     "staged row scales of every row tile in the first one's place": [("(pid_m * GRID_N + pid_n) * BM + rr + cb",
                                                                       "pid_n * BM + rr + cb")],
 }
+SEGMENT_MUTATIONS = {  # the segmented fused cast's Hopper kernel
+    "rowwise outputs at the padded rows": [("    ti = pr + delta\n", "    ti = pr\n")],
+    "a block past the last group quantized as a group's": [("    if row_lim == 0:\n        for t in gl.static_range(TILES):\n",
+                                                           "    if row_lim < 0:\n        for t in gl.static_range(TILES):\n")],
+    "a block past the last group with its scales left out": [("    gl.store(colwise_scale_ptr + ((r * N) + c), gl.zeros(",
+                                                              "    gl.store(colwise_scale_ptr + ((r * N) + c), mask=tj < 0, value=gl.zeros(")],
+    "a group's padding rows read the row after it": [("delta, row_lim, M), 1)", "delta, row_lim + 1, M), 1)")],
+    "the row map read a word off": [("delta = gl.load(map_ptr + 2 * pid_m)\n", "delta = gl.load(map_ptr + 2 * pid_m + 1)\n")],
+    "rowwise scales of the rows past a group's end": [("mask=_segment_ok(pid_m * BM + rr, delta, row_lim, M))",
+                                                       "mask=_segment_ok(pid_m * BM + rr, delta, row_lim + 1, M))")],
+}
 # bug -> (kernel, its options, edits)
 HOPPER_BUGS = {**{b: (KERNELS[0], dict.fromkeys(FLAGS, True), e) for b, e in HOPPER_MUTATIONS.items()},
                **{"mxfp8: " + b: ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, e)
@@ -283,6 +374,23 @@ def test_hopper_planted_bugs_are_caught(bug, tmp_path):
     x = inputs.normal(1024, 1024, seed=4).cuda()
     ref = reference.quantize(variant, x)
     wrong = [_hopper_wrong(m, x, ref, form) for form in _hopper_forms(m)]
+    assert any(wrong), f"the suite misses: {bug}"
+
+
+@sm90
+@pytest.mark.parametrize("bug", sorted(SEGMENT_MUTATIONS))
+def test_segmented_hopper_planted_bugs_are_caught(bug, tmp_path):
+    from test_gemm import mutated
+    m = mutated("fp8_segment_m", SEGMENT_MUTATIONS[bug], tmp_path, fused_rowwise=True)
+    variant = shipped_kernels()["fp8_segment_m"].variant(fused_rowwise=True)
+    wrong = []
+    for lens in ([300, 0, 724, 64], [1088]):
+        lens = torch.tensor(lens)
+        x = inputs.normal(int(lens.sum()), 512, seed=4)
+        ref = {k: v.cuda() for k, v in reference.quantize(variant, x, lens).items()}
+        for inline in (32, 0):  # the row map scanned by each program, or the map kernel's
+            m.INLINE_MAP_GROUPS = inline
+            wrong.append(_hopper_wrong(m, x.cuda(), ref, m.HOPPER_CONFIG, lens))
     assert any(wrong), f"the suite misses: {bug}"
 
 
@@ -321,7 +429,8 @@ PDL_CASTS = {
     "hopper with the scale pass": (KERNELS[0], dict.fromkeys(FLAGS, False), lambda m, x: m.quantize(x)),
     "hopper mxfp8": ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": True}, lambda m, x: m.quantize(x)),
     "segmented": ("fp8_segment_m", {"fused_rowwise": True},
-                  lambda m, x: m.quantize(x, _group_lengths())),
+                  lambda m, x: m.quantize(x, _group_lengths(), backend="triton")),
+    "hopper segmented": ("fp8_segment_m", {"fused_rowwise": True}, lambda m, x: m.quantize(x, _group_lengths())),
 }
 
 
