@@ -347,7 +347,8 @@ HOPPER128_MUTATIONS = {**EIGHT_BIT_MUTATIONS,  # the fused 1x128 kernel's
                                                                       "pid_n * BM + rr + cb")],
 }
 SEGMENT_MUTATIONS = {  # the segmented fused cast's Hopper kernel
-    "rowwise outputs at the padded rows": [("    ti = pr + delta\n", "    ti = pr\n")],
+    # (clamped into x's rows: a planted bug must not write past a buffer, or its fault would end the worker)
+    "rowwise outputs at the padded rows": [("    ti = pr + delta\n", "    ti = gl.minimum(pr, M - 1)\n")],
     "a block past the last group quantized as a group's": [("    if row_lim == 0:\n        for t in gl.static_range(TILES):\n",
                                                            "    if row_lim < 0:\n        for t in gl.static_range(TILES):\n")],
     "a block past the last group with its scales left out": [("    gl.store(colwise_scale_ptr + ((r * N) + c), gl.zeros(",
