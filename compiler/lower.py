@@ -525,7 +525,7 @@ def lower(variant: VariantIR) -> Dict[str, object]:
         # a row, stored directly as the Triton kernel's tuned entries do)
         "hopper": hopper,
         # the fused family's register cap where its kernel fits 80 registers with no spill (the colwise codes
-        # transposed, rows not segmented): three programs an SM, not two (H200: 0.9-2.1 points of a copy; the
+        # transposed, rows not segmented): three programs an SM, not two (H200: 0.3-2.4 points of a copy; the
         # others spill at 80, and spilling the segmented kernel cost 1.2-2.9 points)
         "hopper_maxnreg": 80 if hopper == "fp8_1x128" and not k.groups and any(
             "transpose" in d["data"]["layout"].split("|") for d in directions if d["name"] == "colwise") else 0,

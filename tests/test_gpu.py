@@ -270,12 +270,13 @@ def _segment_cases():
 
 @sm90
 def test_segmented_hopper_kernel_matches_triton_kernel_and_reference():
-    """The segmented fused cast's Hopper kernel (a program's rows mapped from its group) in five forms, its row
-    map scanned by each program or read from the map kernel's, against the Triton kernel and the reference,
-    outputs poisoned first; the extras (group and padded offsets, the flag) the reference's."""
+    """The segmented fused cast's Hopper kernel (a program's rows mapped from its group) in six forms (its default,
+    with a register cap of 80, then other warps, orders and column tiles), its row map scanned by each program or
+    read from the map kernel's, against the Triton kernel and the reference, outputs poisoned first; the extras
+    (group and padded offsets, the flag) the reference's."""
     mod = find("fp8_segment_m", fused_rowwise=True)
     variant = shipped_kernels()["fp8_segment_m"].variant(fused_rowwise=True)
-    forms = [mod.HOPPER_CONFIG, mod.HOPPER_CONFIG._replace(maxnreg=0), (4, False, 4, 1, False),
+    forms = [mod.HOPPER_CONFIG, mod.HOPPER_CONFIG._replace(maxnreg=80), (4, False, 4, 1, False),
              (16, False, 0, 1, False), (8, True, 0, 2, False), (4, False, 2, 3, False)]
     for cname, x, lens in _segment_cases():
         ref = {k: v.cuda() for k, v in reference.quantize(variant, x, lens).items()}
