@@ -237,8 +237,8 @@ class HopperConfig(NamedTuple):
     maxnreg: int = 0    # a per-thread register cap (0: the compiler's choice)
 
 
-def register_cap(maxnreg: int) -> dict:
-    """A kernel launch's keyword for a per-thread register cap, or none (0: the compiler's choice)."""
+def register_cap(maxnreg) -> dict:
+    """A kernel launch's keyword for a per-thread register cap, or none (0 or None: the compiler's choice)."""
     return {"maxnreg": maxnreg} if maxnreg else {}
 
 

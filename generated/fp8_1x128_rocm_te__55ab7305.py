@@ -545,6 +545,13 @@ def _hopper_words(x_ptr, row0, pid_t, stride_w, BM: gl.constexpr, BN: gl.constex
 
 
 @gluon.jit
+def _hopper_widen(w, BM: gl.constexpr, BN: gl.constexpr):
+    """The BM x BN fp32 tile of int32 words w (bf16 pairs, the even column in the low half)."""
+    return gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                      [BM, BN])
+
+
+@gluon.jit
 def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
                  rp, cp, mr, mc, BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr,
                  LR: gl.constexpr, LC: gl.constexpr, LT: gl.constexpr):
@@ -587,8 +594,7 @@ def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_d
         c = tj
         gl.store(colwise_scale_ptr + ((r * N) + c), e.to(gl.float32))
     gl.thread_barrier()
-    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
-                   [BM, BN])
+    x = _hopper_widen(w, BM, BN)
     L: gl.constexpr = x.type.layout  # LW's elements, a thread's 8 columns in its registers
     codes = _codes_rowwise(x * gl.expand_dims(mr.load(gl.SliceLayout(1, L)), 1), True)
     ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L)), 1)
@@ -622,8 +628,9 @@ def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr,
     mc = gl.allocate_shared_memory(gl.float32, [BN], flat)
     ptrs = _hopper_words(x_ptr, pid_m * BM, pid_t, stride_w, BM, BN, TILES, LW)
     for t in gl.static_range(TILES):
-        _hopper_tile(gl.load(ptrs + t * (BN // 2)), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
-                     M, N, s0, s1, GRID_N, rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
+        _hopper_tile(gl.load(ptrs + t * (BN // 2)), pid_m, pid_t * TILES + t,
+                     rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
+                     rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
 
 
 def _hopper_block(warps, tiles):
@@ -763,11 +770,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     region = 1 if staged else region
     grid_m, grid_n = triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n)  # programs (tiles when region 1)
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
-    kwargs = {"num_warps": cfg["num_warps"]}
+    # a register cap where the configuration asks for one (two programs an SM where the compiler would take more)
+    kwargs = {"num_warps": cfg["num_warps"], **runtime.register_cap(cfg["maxnreg"])}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1 and even)
-    if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
-        kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0

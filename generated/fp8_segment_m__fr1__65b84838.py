@@ -589,6 +589,13 @@ def _hopper_words(x_ptr, row0, pid_t, stride_w, BM: gl.constexpr, BN: gl.constex
 
 
 @gluon.jit
+def _hopper_widen(w, BM: gl.constexpr, BN: gl.constexpr):
+    """The BM x BN fp32 tile of int32 words w (bf16 pairs, the even column in the low half)."""
+    return gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                      [BM, BN])
+
+
+@gluon.jit
 def _hopper_tile(w, pid_m, pid_n, delta, row_lim, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, GRID_N,
                  rp, cp, mr, mc, BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr,
                  LR: gl.constexpr, LC: gl.constexpr, LT: gl.constexpr):
@@ -632,8 +639,7 @@ def _hopper_tile(w, pid_m, pid_n, delta, row_lim, colwise_data_ptr, colwise_scal
         c = tj
         gl.store(colwise_scale_ptr + ((r * N) + c), e.to(gl.float32))
     gl.thread_barrier()
-    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
-                   [BM, BN])
+    x = _hopper_widen(w, BM, BN)
     L: gl.constexpr = x.type.layout  # LW's elements, a thread's 8 columns in its registers
     codes = _codes_rowwise(x * gl.expand_dims(mr.load(gl.SliceLayout(1, L)), 1), True)
     ti = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L)), 1)
@@ -711,9 +717,9 @@ def _hopper_kernel(x_ptr, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr,
     # a group's padding rows load zeros: their colwise codes are 0x00
     ok = gl.expand_dims(_segment_ok(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LW)), delta, row_lim, M), 1)
     for t in gl.static_range(TILES):
-        _hopper_tile(gl.load(ptrs + t * (BN // 2), mask=ok, other=0), pid_m, pid_t * TILES + t, delta, row_lim,
-                     colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr,
-                     M, N, s0, s1, s2, GRID_N, rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
+        _hopper_tile(gl.load(ptrs + t * (BN // 2), mask=ok, other=0), pid_m, pid_t * TILES + t,
+                     delta, row_lim, colwise_data_ptr, colwise_scale_ptr, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, GRID_N,
+                     rp, cp, mr, mc, BM, BN, W, SCALE_PASS, LR, LC, LT)
 
 
 def _hopper_block(warps, tiles):
@@ -884,11 +890,10 @@ def quantize(x, group_lens, out=None, block_m=None, block_n=None, num_warps=None
     region = runtime.region_rows(NAME, cfg["region_m"], block_m, REGION_BLOCK_ROWS, even, M)
     grid_m, grid_n = triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n)  # programs (tiles when region 1)
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
-    kwargs = {"num_warps": cfg["num_warps"]}
+    # a register cap where the configuration asks for one (two programs an SM where the compiler would take more)
+    kwargs = {"num_warps": cfg["num_warps"], **runtime.register_cap(cfg["maxnreg"])}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT), and the dependent launch that waits with one
     prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1)
-    if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
-        kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
     seg_map, map_groups = _row_map(lens, goffs, poffs, err, M, G, rows, hw)

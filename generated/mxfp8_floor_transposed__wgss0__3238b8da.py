@@ -590,13 +590,19 @@ def _hopper_words(x_ptr, row0, pid_t, stride_w, BM: gl.constexpr, BN: gl.constex
 
 
 @gluon.jit
+def _hopper_widen(w, BM: gl.constexpr, BN: gl.constexpr):
+    """The BM x BN fp32 tile of int32 words w (bf16 pairs, the even column in the low half)."""
+    return gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
+                      [BM, BN])
+
+
+@gluon.jit
 def _hopper_tile(w, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, GRID_N,
                  BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr,
                  L: gl.constexpr, LT: gl.constexpr):
     """Every output of one BM x BN tile from its int32 words w (LW of _hopper_layouts)."""
     ab = w & 0x7FFF7FFF  # |x| pairs as bf16 bits: integer order is value order, NaN above Inf
-    x = gl.reshape(gl.join((w << 16).to(gl.float32, bitcast=True), (w & -65536).to(gl.float32, bitcast=True)),
-                   [BM, BN])
+    x = _hopper_widen(w, BM, BN)
     # rowwise: a row's block maxima handed to one lane, its scales back to the block's 4 threads
     m = gl.reduce(gl.reshape(ab, [BM, BN // 32, 16]), 2, _max_u16x2)
     m = gl.convert_layout(m, gl.BlockedLayout([1, BN // 32], [32, 1], [W, 1], [1, 0]))
@@ -795,11 +801,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     region = 1 if staged else region
     grid_m, grid_n = triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n)  # programs (tiles when region 1)
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
-    kwargs = {"num_warps": cfg["num_warps"]}
+    # a register cap where the configuration asks for one (two programs an SM where the compiler would take more)
+    kwargs = {"num_warps": cfg["num_warps"], **runtime.register_cap(cfg["maxnreg"])}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1 and even)
-    if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
-        kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0

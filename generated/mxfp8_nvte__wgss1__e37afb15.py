@@ -626,11 +626,10 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     region = 1 if staged else region
     grid_m, grid_n = triton.cdiv(rows, block_m * region), triton.cdiv(cols, block_n)  # programs (tiles when region 1)
     grid, grid_n_first, grid_group = runtime.launch_grid(grid_m, grid_n, cfg["grid_n_first"], cfg["grid_group"])
-    kwargs = {"num_warps": cfg["num_warps"]}
+    # a register cap where the configuration asks for one (two programs an SM where the compiler would take more)
+    kwargs = {"num_warps": cfg["num_warps"], **runtime.register_cap(cfg["maxnreg"])}
     hw = runtime.compiled_for_gpu(x2)  # the sm_90 instructions (HW_CVT)
     prefetch = runtime.l2_prefetch(NAME, cfg["l2_prefetch"], hw and grid_group <= 1 and region == 1 and even)
-    if cfg["maxnreg"]:  # two programs per SM where the compiler would take more registers
-        kwargs["maxnreg"] = cfg["maxnreg"]
     if hw:  # the cast's programs become resident as the previous grid ends (they wait before reading x)
         kwargs["launch_pdl"] = True
     staged = staged and grid_m * grid_n > 0

@@ -17,6 +17,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime import driver
 
+from quantlay import runtime
 from quantlay.bench import alu_pipe_share
 from quantlay.generated import find
 
@@ -76,6 +77,12 @@ def cast_module(name, **options):
     return find(name, **options)
 
 
+def default_cap(mod, warps, tiles, staged):
+    """The module's register cap where (warps, tiles, staged) is its default launch's form, else 0 (none)."""
+    cfg = mod.HOPPER_CONFIG
+    return cfg.maxnreg if (warps, tiles, staged) == (cfg.num_warps, cfg.tiles, cfg.staged) else 0
+
+
 def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=None, groups=8, inline=True,
                         **options):
     """The sm_90 compile of a cast's Hopper kernel (of `mod`, else cast_module(name, **options); staged: the
@@ -87,8 +94,7 @@ def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=
     sizes = (M, N, groups) if hasattr(mod, "INLINE_MAP_GROUPS") else (M, N)  # a segmented cast: `groups` groups
     bufs = {k: torch.empty(v[2], dtype=mod.DTYPES[k]) for k, v in mod._shapes(*sizes).items()}
     bm, bn = mod._hopper_block(warps, 1)
-    cfg = mod.HOPPER_CONFIG
-    cap = cfg.maxnreg if (warps, tiles, staged) == (cfg.num_warps, cfg.tiles, cfg.staged) else 0
+    cap = default_cap(mod, warps, tiles, staged)
     segs = {}
     if len(sizes) == 3:  # the row map, its lengths, both offset buffers and the flag; scanned inline (G > 0) or not
         segs = {"G": groups if inline else 0}
@@ -99,7 +105,7 @@ def compile_hopper_cast(name, M=512, N=512, warps=2, tiles=1, staged=False, mod=
                                      *(seg if segs else ()), BM=bm, BN=bn, W=warps, TILES=tiles,
                                      GRID_N_FIRST=mod.HOPPER_CONFIG.grid_n_first,
                                      GRID_GROUP=mod.HOPPER_CONFIG.grid_group, IDX64=False, SCALE_PASS=staged,
-                                     **mod._hopper_layouts(warps), **segs, **({"maxnreg": cap} if cap else {}),
+                                     **mod._hopper_layouts(warps), **segs, **runtime.register_cap(cap),
                                      num_warps=warps, grid=(1,))
 
 
@@ -157,11 +163,10 @@ def cast_report(name, options, warps=2, tiles=1, staged=False, inline=True):
     mod = cast_module(name, **options)
     k = compile_hopper_cast(name, warps=warps, tiles=tiles, staged=staged, mod=mod, inline=inline)
     ops = sass_ops(k.asm["cubin"])
-    cfg = mod.HOPPER_CONFIG
     bm, bn = mod._hopper_block(warps, tiles)
     per_element = 32 * warps / (bm * bn)
     return {**resources(k.asm["cubin"]), "shared": k.metadata.shared,
-            "maxnreg": cfg.maxnreg if (warps, tiles, staged) == (cfg.num_warps, cfg.tiles, cfg.staged) else 0,
+            "maxnreg": default_cap(mod, warps, tiles, staged),
             "stores": {op: n for op, n in ops.items() if op.startswith("STG")},
             "lane_instructions_per_element": sum(ops.values()) * per_element,
             "alu_per_element": alu_pipe_share(ops) * per_element}
