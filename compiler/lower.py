@@ -427,7 +427,8 @@ def _hopper_family(k, directions) -> Optional[str]:
     """The Hopper (Gluon) cast-transpose family that covers the kernel, or None. Each takes bf16 input quantized
     rowwise and columnwise, nothing segmented or two-level. Under E8M0 scales in 1x32 and 32x1 blocks:
     "mxfp4", both into 4-bit codes (even element in the low nibble) by the bf16x2 power-of-two encoders, the
-    colwise direction on the transposed tile; "mxfp8", both into 8-bit codes by the GPU's convert, the colwise
+    colwise direction on the transposed tile (also in 32x32 blocks, one scale a square block shared by both
+    directions); "mxfp8", both into 8-bit codes by the GPU's convert, the colwise
     codes stored transposed (the Triton kernel's transposition through shared memory is what the family
     avoids). Under fp32 scales stored as fp32 in 1x128 and 128x1 blocks: "fp8_1x128", both into 8-bit codes by
     the GPU's convert, the colwise codes stored as they are or transposed (the fused 1x128 casts: the family's
@@ -446,15 +447,16 @@ def _hopper_family(k, directions) -> Optional[str]:
                                   and "transpose" not in col["data"]["layout"].split("|")
                                   and not any(d[o]["has_padding"] for d in directions for o in ("data", "scale"))))):
         return "fp8_1x128"
-    if k.groups or blocks != ((1, 32), (32, 1)) or row["oriented"]:
+    square = blocks == ((32, 32), (32, 32))
+    if k.groups or not (blocks == ((1, 32), (32, 1)) or square) or row["oriented"]:
         return None
     if any(d["scale_kind"] != "e8m0" or d["tensor_scale"] for d in directions):
         return None
-    if (col["oriented"] and col["pair"] and all(d["packed"] and d["bf16x2"] and not d["bf16x2_f32"]
-                                                 and d["data"]["low_even"] for d in directions)):
+    if (col["oriented"] and (col["pair"] or square) and all(d["packed"] and d["bf16x2"] and not d["bf16x2_f32"]
+                                                             and d["data"]["low_even"] for d in directions)):
         return "mxfp4"
     transposed = "transpose" in col["data"]["layout"].split("|")
-    if transposed and all(not d["packed"] and d["hw_dtype"] for d in directions):  # (8-bit: never oriented)
+    if transposed and not square and all(not d["packed"] and d["hw_dtype"] for d in directions):  # (8-bit: never oriented)
         return "mxfp8"
     return None
 

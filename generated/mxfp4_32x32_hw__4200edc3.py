@@ -17,11 +17,14 @@ Numerics per direction:
 Entry points: quantize(x) -> QuantizedResult; dequantize(result, direction) -> fp32 [M, N]
 (the first consumer: it refuses tensors whose layout descriptor differs).
 """
+import functools
 from typing import List
 
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from quantlay import runtime
 from quantlay.runtime import LayoutDescriptor, QuantizedResult, QuantizedTensor
@@ -30,7 +33,16 @@ NAME = "mxfp4_32x32_hw__4200edc3"
 OPTIONS = {}
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 64, 1  # default tile (quantlay tune finds better ones)
 BLOCK_M_MULTIPLE, BLOCK_N_MULTIPLE = 32, 32  # what the blocks and tiled layouts need
-BACKENDS = ("triton",)
+HOPPER_FAMILY = "mxfp4"
+# The Hopper kernel (sm_90, `backend="gluon"`; the default there on whole tiles): its launch (runtime.HopperConfig:
+# num_warps, grid_n_first, grid_group, column tiles a program, scale pass, register cap); tiles of 32 num_warps x 64. The
+# scale pass where a scale layout is plain. H200, same process:
+# storing plain scales directly ran 41-44% of a copy against 57-70%; where they are swizzled the pass cost 9-16
+# points. N-first with two warps (the pass) or one (none) against two in groups of 4 column tiles: 0.1-0.8
+# points ahead in 10 of 12 cases, 0.1 and 0.4 behind in two
+# in 32x32 blocks: N-first on four warps with the pass, 2.2-4.5 points ahead of two, 14.9-35.6 of one
+HOPPER_CONFIG = runtime.HopperConfig(4, True, 0, 1, True)
+BACKENDS = ("gluon", "triton",)
 OPAQUE_WIDENS = False  # whether the opaque_widen launch option changes the compiled code
 SCALE_PASS = True  # whether the scale_pass launch option applies (not to segmented rows)
 REGION_BLOCK_ROWS = 32  # region_m > 1 stores colwise_scale's bytes (one per this many rows) as words
@@ -898,6 +910,426 @@ def _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, block_m, block_n, id
                              PDL=hw, num_warps=warps, **pdl)
 
 
+@gluon.jit
+def _hopper_grid_dependency(wait: gl.constexpr):
+    """Programmatic dependent launch: let the next grid launch now, or wait until the grid before this one
+    has completed and its writes are visible."""
+    if wait:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _hopper_program(GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr):
+    """The program's row tile and column tile (group), in the order runtime.launch_grid set (N-first, groups of
+    GRID_GROUP column tiles side by side, or M-first), as int64 where IDX64. Launched as a programmatic
+    dependent: the next grid may launch now; it returns once the previous grid has completed."""
+    if GRID_N_FIRST:
+        pid_m = gl.program_id(1)
+        pid_t = gl.program_id(0)
+    elif GRID_GROUP > 1:
+        pid_m = gl.program_id(0) // GRID_GROUP
+        pid_t = gl.program_id(1) * GRID_GROUP + gl.program_id(0) % GRID_GROUP
+    else:
+        pid_m = gl.program_id(0)
+        pid_t = gl.program_id(1)
+    if IDX64:
+        pid_m = pid_m.to(gl.int64)
+        pid_t = pid_t.to(gl.int64)
+    _hopper_grid_dependency(False)
+    _hopper_grid_dependency(True)
+    return pid_m, pid_t
+
+
+# The Hopper encoders (PTX for sm_90), the bf16x2 steps of _BF16X2_ROWWISE on whole words. Per word
+# half: the multiplier's bf16 pattern and the sign threshold -T; a NaN block's code bytes are masked to 0 after
+# packing by the keep masks (0 in a NaN block's half, else 0xFFFF).
+# rowwise: $1..$4 four words of a row block (elements 2k, 2k + 1), $5..$8 multipliers, $9..$12 thresholds,
+# $13 the block's keep mask; $0: their four code bytes (byte k: word k's elements, the even one in the low nibble).
+_HOPPER_ROW_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
+mov.b32 kcode, 0x00800080;
+abs.bf16x2 q, $1;
+mul.rn.bf16x2 a, q, $5;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $1, $9;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $6;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $10;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $7;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $11;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $8;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $12;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+shr.u32 u0, w0, 6;
+mad.lo.u32 u0, w1, 4, u0;
+shr.u32 v0, u0, 12;
+add.u32 u0, u0, v0;
+shr.u32 u1, w2, 6;
+mad.lo.u32 u1, w3, 4, u1;
+shr.u32 v1, u1, 12;
+add.u32 u1, u1, v1;
+prmt.b32 u0, u0, u1, 0x5410;
+and.b32 $0, u0, $13;
+}""")
+# colwise: four row pairs of one word column; $2..$5 the even rows' words, $6..$9 the odd rows', $10..$13
+# multipliers, $14..$17 thresholds, $18 the keep masks (low half: column 2j's block, high half: column
+# 2j + 1's); $0: column 2j's four code bytes (pair after pair, the even row in the low nibble), $1: 2j + 1's.
+_HOPPER_COL_ASM = gl.constexpr("""{
+.reg .b32 q, a, t, m, s, r, c, z, w0, w1, w2, w3, e0, e1, e2, e3, u0, u1, v0, v1;
+.reg .b32 kmax, kunit, knmin, kmag, kmagb, kcode;
+mov.b32 kmax, 0x40C040C0;
+mov.b32 kunit, 0x3F803F80;
+mov.b32 knmin, 0xBF80BF80;
+mov.b32 kmag, 0x42804280;
+mov.b32 kmagb, 0x42804280;
+mov.b32 kcode, 0x00800080;
+.reg .b32 y0, y1, y2, y3;
+abs.bf16x2 q, $2;
+mul.rn.bf16x2 a, q, $10;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $2, $14;
+lop3.b32 e0, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $6;
+mul.rn.bf16x2 a, q, $10;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $6, $14;
+lop3.b32 w0, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y0, w0, 16, e0;
+shr.u32 y0, y0, 6;
+abs.bf16x2 q, $3;
+mul.rn.bf16x2 a, q, $11;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $3, $15;
+lop3.b32 e1, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $7;
+mul.rn.bf16x2 a, q, $11;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $7, $15;
+lop3.b32 w1, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y1, w1, 16, e1;
+shr.u32 y1, y1, 6;
+abs.bf16x2 q, $4;
+mul.rn.bf16x2 a, q, $12;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $4, $16;
+lop3.b32 e2, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $8;
+mul.rn.bf16x2 a, q, $12;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $8, $16;
+lop3.b32 w2, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y2, w2, 16, e2;
+shr.u32 y2, y2, 6;
+abs.bf16x2 q, $5;
+mul.rn.bf16x2 a, q, $13;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $5, $17;
+lop3.b32 e3, c, z, 0x02000200, 0xF8;
+abs.bf16x2 q, $9;
+mul.rn.bf16x2 a, q, $13;
+min.bf16x2 a, a, kmax;
+and.b32 t, a, 0x7F807F80;
+fma.rn.relu.bf16x2 t, t, kunit, knmin;
+fma.rn.bf16x2 m, t, kmag, kmagb;
+add.rn.bf16x2 s, a, m;
+sub.rn.bf16x2 r, s, m;
+mul.rn.bf16x2 c, r, kcode;
+set.lt.u32.bf16x2 z, $9, $17;
+lop3.b32 w3, c, z, 0x02000200, 0xF8;
+mad.lo.u32 y3, w3, 16, e3;
+shr.u32 y3, y3, 6;
+prmt.b32 u0, y0, y1, 0x6240;
+prmt.b32 u1, y2, y3, 0x6240;
+and.b32 u0, u0, $18;
+and.b32 u1, u1, $18;
+prmt.b32 $0, u0, u1, 0x5410;
+prmt.b32 $1, u0, u1, 0x7632;
+}""")
+
+
+@triton.jit
+def _max_s16x2(a, b):
+    """Two 16-bit signed maxima per instruction (PTX max.s16x2, sm_90)."""
+    return tl.inline_asm_elementwise("max.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _hopper_pair(kw_lo, mult_lo, kw_hi, mult_hi):
+    """Two blocks' _bf16x2_word constants -> the Hopper encoders' operands for words whose low half is in
+    the first block and high half in the second: (multipliers, sign thresholds, keep masks)."""
+    k = (kw_lo & 0xFFFF) | (kw_hi << 16)
+    thr = ((kw_lo >> 16) & 0xFFFF) | (kw_hi & -65536)
+    keep = tl.where(mult_lo == mult_lo, 0xFFFF, 0) | tl.where(mult_hi == mult_hi, -65536, 0)
+    return k, thr, keep
+
+
+@gluon.jit
+def _hopper_rows(sm, pid_m, par, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, sq,
+                 BM: gl.constexpr, BNW: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """The tile's rows of parity par (sm: their [BM / 2, BNW] words): rowwise codes (sq: each row pair's
+    square blocks' amax pairs, [BM / 2, BNW / 16] in shared memory; the scales are stored with the colwise ones)."""
+    PM: gl.constexpr = BM // 2
+    R: gl.constexpr = gl.BlockedLayout([1, 16], [32 // (BNW // 16), BNW // 16], [W, 1], [1, 0])
+    x = gl.reshape(sm.load(R), [PM, BNW // 16, 16])
+    m = sq.load(gl.SliceLayout(2, x.type.layout))  # each row's block: its square block's amax pair
+    mult, e = _scale_rowwise(_lanes_max(m) << 16)
+    kw = _bf16x2_word_rowwise(mult)
+    k, thr, keep = _hopper_pair(kw, mult, kw, mult)
+    b = gl.inline_asm_elementwise(_HOPPER_ROW_ASM, "=r" + ",r" * 16, [x, gl.expand_dims(k, 2), gl.expand_dims(thr, 2),
+                                  gl.expand_dims(keep, 2)], dtype=gl.uint8, is_pure=True, pack=4)
+    # a thread's 16 code bytes: row ti, bytes tj .. tj + 15 of the rowwise_data tile
+    L3: gl.constexpr = b.type.layout
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    jb = gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    jk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    ti = gl.expand_dims(gl.expand_dims(pid_m * BM + par + 2 * p, 1), 2)
+    tj = gl.expand_dims(gl.expand_dims(pid_n * BNW + 16 * jb, 0), 2) + gl.expand_dims(gl.expand_dims(jk, 0), 1)
+    r = ti
+    c = tj
+    gl.store(rowwise_data_ptr + ((r * s0) + c), b)
+
+
+@gluon.jit
+def _hopper_tile(se, so, pid_m, pid_n, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, sq,
+                 BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, SCALE_PASS: gl.constexpr):
+    """Every output of one BM x BN tile, from its even (se) and odd (so) rows' words in shared memory
+    (sq: shared memory for each row pair's square blocks' amax pairs, [BM / 2, BN / 32])."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    # colwise: a thread holds 16 row pairs (one block of 32 rows) of one word column (columns 2j, 2j + 1)
+    # lane pairs hold a column's next two blocks: one store request writes whole 32-byte sectors
+    if W > 1:
+        C: gl.constexpr = gl.BlockedLayout([16, 1], [2, 16], [W // 2, 2], [0, 1])
+    else:
+        C: gl.constexpr = gl.BlockedLayout([16, 1], [1, 32], [1, 1], [0, 1])
+    lo = gl.reshape(se.load(C), [PM // 16, 16, BNW])
+    hi = gl.reshape(so.load(C), [PM // 16, 16, BNW])
+    m = _max_u16x2(gl.reduce(_max_u16x2(lo, hi), 1, _max_u16x2) & 0x7FFF7FFF,
+                   gl.reduce(_max_s16x2(lo, hi), 1, _max_s16x2) & 0x7FFF7FFF)
+    # a square block's amax: both columns of a word, then its 16 word columns (lanes), in both halves
+    m = _max_u16x2(m, ((m >> 16) & 0xFFFF) | (m << 16))
+    m3 = gl.reshape(m, [PM // 16, BNW // 16, 16])
+    sqm = gl.reduce(m3, 2, _max_u16x2)
+    m = gl.convert_layout(gl.reshape(gl.broadcast(gl.expand_dims(sqm, 2), m3)[0], [PM // 16, BNW]), m.type.layout)
+    # the rows' copy: each row pair's two blocks (16 row pairs a block down)
+    p3 = gl.permute(m3, [0, 2, 1])
+    sq.store(gl.reshape(gl.broadcast(gl.expand_dims(gl.convert_layout(sqm, gl.SliceLayout(1, p3.type.layout)), 1), p3)[0],
+                        [PM, BNW // 16]))
+    mult0, e0 = _scale_colwise((m & 0xFFFF) << 16)  # column 2j
+    mult1, e1 = _scale_colwise(m & -65536)  # column 2j + 1
+    k, thr, keep = _hopper_pair(_bf16x2_word_colwise(mult0), mult0, _bf16x2_word_colwise(mult1), mult1)
+    be, bo = gl.inline_asm_elementwise(_HOPPER_COL_ASM, "=r,=r" + ",r" * 20, [lo, hi, gl.expand_dims(k, 1),
+                                       gl.expand_dims(thr, 1), gl.expand_dims(keep, 1)],
+                                       dtype=(gl.uint8, gl.uint8), is_pure=True, pack=4)
+    # a thread's 16 code bytes: colwise_data row ti (column 2j, or 2j + 1), bytes tj .. tj + 15
+    L3: gl.constexpr = be.type.layout
+    blk = gl.arange(0, PM // 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
+    kk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    tj = gl.expand_dims(gl.expand_dims(pid_m * PM + 16 * blk, 1) + gl.expand_dims(kk, 0), 2)
+    n = gl.expand_dims(gl.expand_dims(pid_n * BN + 2 * j, 0), 1)
+    ti = n
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + ((r * s3) + c), be)
+    ti = n + 1
+    r = ti
+    c = tj
+    gl.store(colwise_data_ptr + ((r * s3) + c), bo)
+    # each square block's scale once in each direction's layout, then the rows (after the amax pairs are in sq)
+    LS: gl.constexpr = sqm.type.layout
+    blk = gl.expand_dims(gl.arange(0, PM // 16, layout=gl.SliceLayout(1, LS)), 1)
+    cb = gl.expand_dims(gl.arange(0, BNW // 16, layout=gl.SliceLayout(0, LS)), 0)
+    mult, e = _scale_rowwise(_lanes_max(sqm) << 16)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_rowwise_scale (kept in L2 for it)
+        gl.store(rowwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((PM // 16) * (BNW // 16)) + blk * (BNW // 16) + cb, e.to(gl.uint8),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_m * (PM // 16) + blk
+        tj = pid_n * (BNW // 16) + cb
+        r = ti
+        c = tj
+        gl.store(rowwise_scale_ptr + ((r * s2) + c), e.to(gl.uint8))
+    mult, e = _scale_colwise(_lanes_max(sqm) << 16)
+    if SCALE_PASS:  # the tile's values whole, tile-major, for _scale_block_colwise_scale (kept in L2 for it)
+        gl.store(colwise_scale_ptr + (pid_m * GRID_N + pid_n) * ((PM // 16) * (BNW // 16)) + cb * (PM // 16) + blk, e.to(gl.uint8),
+                 eviction_policy="evict_last")
+    else:
+        ti = pid_n * (BNW // 16) + cb
+        tj = pid_m * (PM // 16) + blk
+        r = ti
+        c = tj
+        gl.store(colwise_scale_ptr + ((r * s1) + c), e.to(gl.uint8))
+    gl.thread_barrier()
+    _hopper_rows(se, pid_m, 0, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, sq, BM, BNW, W, SCALE_PASS)
+    _hopper_rows(so, pid_m, 1, pid_n, rowwise_data_ptr, rowwise_scale_ptr, M, N, s0, s1, s2, s3, GRID_N, sq, BM, BNW, W, SCALE_PASS)
+
+
+@gluon.jit
+def _hopper_kernel(x_ptr, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr, M, N, stride_w, s0, s1, s2, s3, GRID_N,
+                   BM: gl.constexpr, BN: gl.constexpr, W: gl.constexpr, TILES: gl.constexpr,
+                   GRID_N_FIRST: gl.constexpr, GRID_GROUP: gl.constexpr, IDX64: gl.constexpr,
+                   SCALE_PASS: gl.constexpr, SL: gl.constexpr):
+    """TILES column tiles of BM x BN a program (BM = 32 W, BN = 64: a colwise lane per word column), the next
+    tile's loads issued before this one's work. x_ptr: the input as int32 words, stride_w words a row.
+    GRID_N_FIRST, GRID_GROUP, IDX64: as in _hopper_program; GRID_N: the column tiles; SCALE_PASS: the scale
+    outputs are the scale pass's scratch (as in _quantize_kernel); SL: the tile's shared layout
+    (_hopper_layouts)."""
+    PM: gl.constexpr = BM // 2
+    BNW: gl.constexpr = BN // 2
+    pid_m, pid_t = _hopper_program(GRID_N_FIRST, GRID_GROUP, IDX64)
+    LA: gl.constexpr = gl.BlockedLayout([1, 4], [32 // (BNW // 4), BNW // 4], [W, 1], [1, 0])
+    p = gl.arange(0, PM, layout=gl.SliceLayout(1, LA))
+    j = gl.arange(0, BNW, layout=gl.SliceLayout(0, LA))
+    ptrs = x_ptr + gl.expand_dims((pid_m * BM + 2 * p) * stride_w, 1) + gl.expand_dims(pid_t * (TILES * BNW) + j, 0)
+    xe = gl.load(ptrs)
+    xo = gl.load(ptrs + stride_w)
+    se = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    so = gl.allocate_shared_memory(gl.int32, [2 if TILES > 1 else 1, PM, BNW], SL)
+    sq = gl.allocate_shared_memory(gl.int32, [PM, BNW // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    for t in gl.static_range(TILES):
+        se.index(t % 2).store(xe)
+        so.index(t % 2).store(xo)
+        gl.thread_barrier()
+        if t + 1 < TILES:
+            xe = gl.load(ptrs + (t + 1) * BNW)
+            xo = gl.load(ptrs + (t + 1) * BNW + stride_w)
+        _hopper_tile(se.index(t % 2), so.index(t % 2), pid_m, pid_t * TILES + t, rowwise_data_ptr, rowwise_scale_ptr, colwise_data_ptr, colwise_scale_ptr,
+                     M, N, s0, s1, s2, s3, GRID_N, sq, BM, BN, W, SCALE_PASS)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_layouts(warps):
+    """The kernel's layouts: SL, the tile's shared layout (a stage: [16 num_warps row pairs, 32] words): word w
+    of row pair p at p * 32 + (w XOR a swizzle of p), so that the rows' 16-byte stores and the colwise reads
+    (lane pairs 16 row pairs apart) fall in distinct banks."""
+    pm = 16 * warps
+    off = {p * 32 + (w ^ (4 * ((p % 8) ^ (4 * (p >> 4 & 1))))): [p, w] for p in range(pm) for w in range(32)}
+    return {"SL": gl.SharedLinearLayout([off[1 << b] for b in range((pm * 32).bit_length() - 1)])}
+
+
+def _hopper_block(warps, tiles):
+    """A program's rows and columns: the MX families' tiles of 32 num_warps x 64."""
+    return 32 * warps, 64 * tiles
+
+
+def _hopper_reason(x2, M, N, rows, cols, warps, tiles):
+    """Why the Hopper kernel cannot take this call, or None. It runs only on sm_90 (the GPUs its tests ran
+    on), on whole programs' tiles (_hopper_block) with no padding cell, reading bf16 pairs as words."""
+    if not runtime.compiled_for_gpu(x2) or torch.cuda.get_device_capability(x2.device) != (9, 0):
+        return "it runs compiled on sm_90 GPUs (H100, H200) only"
+    if M == 0 or N == 0:
+        return "x is empty"
+    bm, bn = _hopper_block(warps, tiles)
+    if rows != M or cols != N or M % bm or N % bn:
+        return (f"[M, N] = [{M}, {N}] is not whole {bm}x{bn} tiles with no padding in any output (the layouts "
+                f"pad to [{rows}, {cols}])")
+    if x2.stride(1) != 1 or x2.stride(0) % 2 or x2.data_ptr() % 4:
+        return "x's rows are not 4-byte aligned (the kernel reads bf16 pairs as int32 words)"
+    return None
+
+
+def _launch_hopper(x2, bufs, M, N, warps, n_first, group, tiles, staged, maxnreg=0):
+    """The Hopper kernel on whole tiles (see _hopper_reason); speed settings only: num_warps (with the family's
+    tile: _hopper_block), the program order (grid_n_first, grid_group: runtime.launch_grid), column tiles a
+    program, the scale pass (staged) and a register cap (maxnreg; 0: none)."""
+    bm, bn = _hopper_block(warps, 1)
+    grid_m, grid_n = M // bm, N // bn
+    idx64 = runtime.needs_int64(M * x2.stride(0), *(b.numel() for b in bufs.values()))
+    scratch = _scale_scratch(x2, grid_m, grid_n, bm, bn) if staged else {}
+    grid, n_first, group = runtime.launch_grid(grid_m, grid_n // tiles, n_first, group)
+    _hopper_kernel[grid](x2.view(torch.int32), bufs["rowwise_data"], scratch.get("rowwise_scale", bufs["rowwise_scale"]), bufs["colwise_data"], scratch.get("colwise_scale", bufs["colwise_scale"]), M, N,
+                         x2.stride(0) // 2, *_sizes(M, N), grid_n, BM=bm, BN=bn, W=warps, TILES=tiles,
+                         GRID_N_FIRST=n_first, GRID_GROUP=group, IDX64=idx64, SCALE_PASS=staged,
+                         **_hopper_layouts(warps), **runtime.register_cap(maxnreg), num_warps=warps, launch_pdl=True)
+    if staged:
+        # four warps a pass program: behind this kernel eight ran level or lower (H200, docs/performance.md)
+        _launch_scale_pass(scratch, bufs, M, N, grid_m, grid_n, bm, bn, idx64, True, 4)
+
+
 def _sizes(M, N):
     """Run-time sizes the kernels take as arguments (so Triton sees their divisibility)."""
     s0 = (N // 2)
@@ -944,7 +1376,9 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     it takes precedence over region_m) and l2_prefetch (each
     program warms L2 for the program that many places later; 0: none) override the tuned configuration;
     they change speed only, never the result.
-    `backend`: None picks the fastest kernel for the device (the Triton kernel); "triton" forces one (the same bytes).
+    `backend`: None picks the fastest kernel for the device (on sm_90 the Hopper kernel, written in Gluon, on
+    whole tiles unless launch settings are given; elsewhere
+    the Triton kernel); "triton" or "gluon" forces one (the same bytes).
     """
     if backend not in (None,) + BACKENDS:
         raise runtime.LaunchError(f"{NAME}: backend {backend!r} is not one of {', '.join(BACKENDS)} (or None: the "
@@ -957,6 +1391,15 @@ def quantize(x, out=None, block_m=None, block_n=None, num_warps=None, maxnreg=No
     shapes = _shapes(M, N)
     bufs = runtime.output_buffers(NAME, x2, {k: s[2] for k, s in shapes.items()}, out, DTYPES)
     rows, cols = _extent(M, N)
+    settings = (block_m, block_n, num_warps, maxnreg, inplace_rows, grid_n_first, grid_group, opaque_widen, region_m,
+                scale_pass, l2_prefetch)
+    if backend == "gluon" or (backend is None and all(v is None for v in settings)):
+        why = _hopper_reason(x2, M, N, rows, cols, HOPPER_CONFIG.num_warps, HOPPER_CONFIG.tiles)
+        if why is None:
+            _launch_hopper(x2, bufs, M, N, *HOPPER_CONFIG)
+            return tag(x, [bufs[k] for k in LAYOUTS])
+        if backend == "gluon":
+            raise runtime.LaunchError(f"{NAME}: the Hopper kernel cannot run this call: {why}; use backend='triton'")
     # the caller's settings, else the committed table's (quantlay tune), else the template's default
     cfg = runtime.launch_settings(NAME, x2.device, M * N, (BLOCK_M, BLOCK_N, NUM_WARPS), block_m=block_m,
                                   block_n=block_n, num_warps=num_warps, maxnreg=maxnreg, inplace_rows=inplace_rows,

@@ -22,17 +22,18 @@ FLAGS = ("shuffle_rowwise_data", "shuffle_columnwise_data", "with_gemm_swizzled_
 
 
 def test_hopper_kernels_exist_for_the_transposing_mx_casts_and_the_fused_1x128_casts():
-    """Both MXFP4 cast-transposes (every flag setting), the MXFP8 cast whose colwise codes are transposed and
-    the fused 1x128 casts (colwise codes transposed or not, the segmented fused cast); not the MXFP8 casts that
-    store both directions untransposed (the Triton kernel moves no tile there), nor one-direction casts."""
+    """Both MXFP4 cast-transposes (every flag setting) and the one in 32x32 blocks, the MXFP8 cast whose colwise
+    codes are transposed and the fused 1x128 casts (colwise codes transposed or not, the segmented fused cast);
+    not the MXFP8 casts that store both directions untransposed (the Triton kernel moves no tile there), nor
+    one-direction casts."""
     from quantlay.lower import lower
     from quantlay.spec import shipped_kernels
     casts = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")]
     have = [(k, o) for k, o in casts if "gluon" in find(k, **o).BACKENDS]
-    assert len(have) == 22 and ("fp8_segment_m", {"fused_rowwise": True}) in have
+    assert len(have) == 23 and ("fp8_segment_m", {"fused_rowwise": True}) in have
     families = {k: lower(shipped_kernels()[k].variant(**o))["hopper"] for k, o in have}
     assert families == {"mxfp4_cast_transpose_hw": "mxfp4", "mxfp4_cast_transpose_te": "mxfp4",
-                        "mxfp8_floor_transposed": "mxfp8", "fp8_1x128_rocm_te": "fp8_1x128",
+                        "mxfp4_32x32_hw": "mxfp4", "mxfp8_floor_transposed": "mxfp8", "fp8_1x128_rocm_te": "fp8_1x128",
                         "fp8_1x128_nvte": "fp8_1x128", "fp8_segment_m": "fp8_1x128"}
     for k, o in have:
         mod = find(k, **o)
@@ -45,8 +46,8 @@ def test_hopper_kernels_exist_for_the_transposing_mx_casts_and_the_fused_1x128_c
             assert cap == (80 if o.get("gemm_ready") else 0), (k, o)
             continue
         assert cap == 0, (k, o)
-        # the scale pass exactly where a scale layout is plain (not swizzled)
-        assert staged == (not o["with_gemm_swizzled_scales"]), (k, o)
+        # the scale pass exactly where a scale layout is plain (not swizzled; the 32x32 cast's are plain)
+        assert staged == (not o.get("with_gemm_swizzled_scales", False)), (k, o)
 
 
 def test_colwise_lane_pairs_follow_where_a_16_byte_run_continues():
@@ -162,7 +163,8 @@ def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
              "mxfp8_floor_transposed:1:4:1:0", "mxfp8_floor_transposed:0:2:2:0", f"{spec}:0:2:1:1",
              "fp8_1x128_rocm_te:0:8:1:0", "fp8_1x128_nvte:0:8:1:0", "fp8_1x128_nvte:1:8:1:0", "fp8_1x128_nvte:1:4:2:1",
              "fp8_1x128_rocm_te:0:16:1:1", "fp8_segment_m:1:8:1:0", "fp8_segment_m:1:8:1:0:map",
-             "fp8_segment_m:1:8:2:0:map", *users]
+             "fp8_segment_m:1:8:2:0:map", "mxfp4_32x32_hw:0:4:1:1", "mxfp4_32x32_hw:0:2:1:0",
+             "mxfp4_32x32_hw:0:4:2:1", *users]
     out = subprocess.run([sys.executable, str(script), "--casts", *forms], env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -213,9 +215,11 @@ def test_hopper_casts_compile_for_sm90_without_spills(tmp_path):
             # kernel's transposition through shared memory takes 12.9 and 32 shared-memory instructions a thread
             assert r["lane_instructions_per_element"] < 13.5, (form, r)
             continue
-        # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one, staged ones
-        # marked evict_last (the scale pass reads them from L2)
-        assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.EL.U8" if staged else "STG.E.U8": 4 * tiles}, (form, r)
+        # a thread's 64 data bytes a tile as four 16-byte stores; its four scale bytes one by one (in 32x32 blocks
+        # two: a square block's byte in each direction), staged ones marked evict_last (the scale pass reads them
+        # from L2)
+        scales = (2 if name == "mxfp4_32x32_hw" else 4) * tiles
+        assert r["stores"] == {"STG.E.128": 4 * tiles, "STG.E.EL.U8" if staged else "STG.E.U8": scales}, (form, r)
         # the kernel is bound by its ALU pipe (ncu on the H200): its encoders take |x| and floor the rounding magic
         # on the FMA pipe, so that 9.0 (_hw) and 10.0 (_te, the tie bit) of its 18.4-20.6 lane-instructions an
         # element run on the ALU pipe, where they ran 10.8 of 19.4 before (the Triton kernel: 22.6 in all)

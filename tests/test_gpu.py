@@ -80,8 +80,9 @@ def test_more_than_2_31_elements(mxfp4_kernels, M):
 # ---- the Hopper (Gluon) kernels: against the Triton kernel and the reference ------------------------------
 sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                           reason="the Hopper kernel runs on sm_90 only")
-# every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting, the transposing MXFP8 cast,
-# the fused 1x128 casts (the segmented one, which takes group lengths, has tests of its own below)
+# every module with a Hopper kernel: both MXFP4 cast-transposes in every flag setting and the one in 32x32 blocks,
+# the transposing MXFP8 cast, the fused 1x128 casts (the segmented one, which takes group lengths, has tests of
+# its own below)
 HOPPER_MODULES = [(k, dict(o)) for k, o in generated.VARIANTS if not k.startswith("fp8_gemm")
                   and "gluon" in find(k, **dict(o)).BACKENDS and not shipped_kernels()[k].groups]
 # (num_warps, grid_n_first, grid_group, column tiles a program, scale pass): forms the launcher takes beside
@@ -347,6 +348,15 @@ HOPPER128_MUTATIONS = {**EIGHT_BIT_MUTATIONS,  # the fused 1x128 kernel's
     "staged row scales of every row tile in the first one's place": [("(pid_m * GRID_N + pid_n) * BM + rr + cb",
                                                                       "pid_n * BM + rr + cb")],
 }
+SQUARE_MUTATIONS = {  # the MXFP4 kernel's in 32x32 blocks
+    "a square block's amax from its even columns only": [("m = _max_u16x2(m, ((m >> 16) & 0xFFFF) | (m << 16))",
+                                                          "m = (m & 0xFFFF) | (m << 16)")],
+    "every band's rowwise scale in the first band's place": [("+ blk * (BNW // 16) + cb, e.to", "+ blk * 0 + cb, e.to"),
+                                                             ("        ti = pid_m * (PM // 16) + blk\n", "        ti = pid_m * (PM // 16) + blk * 0\n")],
+    "the rows scaled by their own 1x32 blocks' amax": [(
+        "m = sq.load(gl.SliceLayout(2, x.type.layout))",
+        "m = _max_u16x2(gl.reduce(x, 2, _max_u16x2) & 0x7FFF7FFF, gl.reduce(x, 2, _max_s16x2) & 0x7FFF7FFF)")],
+}
 SEGMENT_MUTATIONS = {  # the segmented fused cast's Hopper kernel
     # (clamped into x's rows: a planted bug must not write past a buffer, or its fault would end the worker)
     "rowwise outputs at the padded rows": [("    ti = pr + delta\n", "    ti = gl.minimum(pr, M - 1)\n")],
@@ -363,7 +373,8 @@ SEGMENT_MUTATIONS = {  # the segmented fused cast's Hopper kernel
 HOPPER_BUGS = {**{b: (KERNELS[0], dict.fromkeys(FLAGS, True), e) for b, e in HOPPER_MUTATIONS.items()},
                **{"mxfp8: " + b: ("mxfp8_floor_transposed", {"with_gemm_swizzled_scales": False}, e)
                   for b, e in HOPPER8_MUTATIONS.items()},
-               **{"fp8_1x128: " + b: ("fp8_1x128_nvte", {"gemm_ready": True}, e) for b, e in HOPPER128_MUTATIONS.items()}}
+               **{"fp8_1x128: " + b: ("fp8_1x128_nvte", {"gemm_ready": True}, e) for b, e in HOPPER128_MUTATIONS.items()},
+               **{"mxfp4_32x32: " + b: ("mxfp4_32x32_hw", {}, e) for b, e in SQUARE_MUTATIONS.items()}}
 
 
 @sm90
