@@ -136,6 +136,23 @@ def test_a_user_spec_of_the_mxfp8_family_gets_the_hopper_kernel():
     assert "_codes_colwise(q, True)" in Path(mod.__file__).read_text()
 
 
+def test_mxfp4_in_32x32_blocks_gets_the_hopper_kernel_in_the_layouts_its_gpu_tests_ran():
+    """A spec like `mxfp4_32x32_hw` (plain layouts, the colwise outputs transposed) takes the MXFP4 family's
+    kernel, four warps with the scale pass; with its codes preshuffled or its scales swizzled it stays on the
+    Triton kernel (no GPU test ran those forms in 32x32 blocks)."""
+    import quantlay
+    from quantlay.spec import SPECS_DIR
+    text = (SPECS_DIR / "mxfp4_2d.ql").read_text()
+    text = text.replace("kernel mxfp4_32x32_hw(", "kernel mine(")
+    mod = quantlay.build(text)
+    assert mod.BACKENDS == ("gluon", "triton") and mod.HOPPER_FAMILY == "mxfp4"
+    assert mod.HOPPER_CONFIG == (4, True, 0, 1, True, 0)
+    for old, new in (("store data  as packed(low: even)\n", "store data  as packed(low: even) | preshuffle16x16\n"),
+                     ("store scale as transpose\n", "store scale as transpose | e8m0_shuffle\n")):
+        assert old in text
+        assert quantlay.build(text.replace(old, new)).BACKENDS == ("triton",)
+
+
 def test_users_specs_of_the_fused_1x128_family_get_the_hopper_kernel():
     import quantlay
     for text in FUSED_1X128_SPECS.values():
